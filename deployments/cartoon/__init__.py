@@ -1,0 +1,1 @@
+"""cartoon job."""

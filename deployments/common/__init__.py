@@ -1,0 +1,1 @@
+"""Shared building blocks: image I/O, errors, model store, batching helpers."""

@@ -1,0 +1,102 @@
+"""One error tree for the whole service.
+
+Each error has a stable ``code`` (part of the API) and the HTTP status the ingress answers with; the bucket runner
+writes the same ``code``/``message`` into its ``_errors/`` records. Expected outcomes (a photo without a face) are
+values in the job outcomes, not exceptions; they become errors only where a request demands them (``strict``).
+
+    PortraitError
+    ├── InputError (4xx: the caller sent something we cannot use)
+    │   ├── ImageTooLarge           413 image_too_large
+    │   ├── ImageTooManyPixels      413 image_too_many_pixels
+    │   ├── UnsupportedImage        415 unsupported_image
+    │   ├── CorruptImage            400 corrupt_image
+    │   ├── InvalidParameter        422 invalid_parameter
+    │   ├── NoFaceFound             422 no_face
+    │   └── NotCompliant            422 not_compliant
+    └── ServiceError (5xx: our side)
+        ├── ModelUnavailable        503 model_unavailable
+        ├── Overloaded              503 overloaded
+        └── StorageError            502 storage_error
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PortraitError(Exception):
+    """Base of every error the service reports to a caller."""
+
+    code: str = "internal_error"
+    http_status: int = 500
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+class InputError(PortraitError):
+    code = "invalid_input"
+    http_status = 400
+
+
+class ImageTooLarge(InputError):
+    code = "image_too_large"
+    http_status = 413
+
+
+class ImageTooManyPixels(InputError):
+    code = "image_too_many_pixels"
+    http_status = 413
+
+
+class UnsupportedImage(InputError):
+    code = "unsupported_image"
+    http_status = 415
+
+
+class CorruptImage(InputError):
+    code = "corrupt_image"
+    http_status = 400
+
+
+class InvalidParameter(InputError):
+    code = "invalid_parameter"
+    http_status = 422
+
+
+class NoFaceFound(InputError):
+    code = "no_face"
+    http_status = 422
+
+
+class NotCompliant(InputError):
+    code = "not_compliant"
+    http_status = 422
+
+
+class ServiceError(PortraitError):
+    code = "service_error"
+    http_status = 500
+
+
+class ModelUnavailable(ServiceError):
+    code = "model_unavailable"
+    http_status = 503
+
+
+class Overloaded(ServiceError):
+    code = "overloaded"
+    http_status = 503
+
+
+class StorageError(ServiceError):
+    code = "storage_error"
+    http_status = 502

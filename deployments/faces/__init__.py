@@ -1,0 +1,1 @@
+"""Face analysis: detection, landmarks, alignment to templates, paste-back."""

@@ -1,0 +1,38 @@
+"""Records that describe the faces found in one image (image contract: see ``deployments``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class Face:
+    """One face in original-image pixel coordinates (after EXIF orientation).
+
+    ``landmarks`` is a ``(5, 2)`` float32 array in the order used by GPEN/facexlib templates:
+    image-left eye centre, image-right eye centre, nose tip, image-left mouth corner, image-right mouth corner.
+    ``roll_deg`` is the eye-line angle, positive when the image-right eye is lower (clockwise tilt on screen).
+    ``mesh`` holds the 468 face-mesh points ``(468, 2)`` when the mesh ran and was confident, else ``None``.
+    """
+
+    box: tuple[float, float, float, float]
+    score: float
+    landmarks: np.ndarray
+    roll_deg: float
+    chin: tuple[float, float]
+    mesh: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def eye_distance_px(self) -> float:
+        return float(np.linalg.norm(self.landmarks[1] - self.landmarks[0]))
+
+    def to_json(self) -> dict:
+        return {
+            "box": [round(float(v), 2) for v in self.box],
+            "score": round(float(self.score), 4),
+            "landmarks": [[round(float(x), 2), round(float(y), 2)] for x, y in self.landmarks],
+            "roll_deg": round(float(self.roll_deg), 2),
+            "chin": [round(float(self.chin[0]), 2), round(float(self.chin[1]), 2)],
+        }

@@ -1,0 +1,1 @@
+"""Ray Serve application: ingress, routes, service orchestration."""
