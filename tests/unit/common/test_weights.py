@@ -1,0 +1,128 @@
+"""The model store tells the truth about every file and never serves a corrupted one."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from deployments.common.errors import ModelUnavailable
+from deployments.common.weights import ModelState, ModelStore, load_manifest
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+PAYLOAD = b"pretend these are weights" * 40
+
+
+def _write_manifest(folder: Path, *, url: str, sha256: str | None, size_bytes: int | None) -> Path:
+    manifest = {
+        "models": {
+            "toy": {
+                "task": "face_restoration",
+                "architecture": "gpen",
+                "file": "toy/toy.pth",
+                "sha256": sha256,
+                "size_bytes": size_bytes,
+                "url": url,
+                "license": "test-only",
+            }
+        }
+    }
+    path = folder / "models.yaml"
+    path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def source_file(tmp_path) -> Path:
+    path = tmp_path / "published.pth"
+    path.write_bytes(PAYLOAD)
+    return path
+
+
+@pytest.fixture()
+def store(tmp_path, source_file) -> ModelStore:
+    manifest = _write_manifest(
+        tmp_path, url=source_file.as_uri(), sha256=hashlib.sha256(PAYLOAD).hexdigest(), size_bytes=len(PAYLOAD)
+    )
+    return ModelStore(tmp_path / "store", load_manifest(manifest))
+
+
+def _place(store: ModelStore, data: bytes) -> Path:
+    path = store.local_path("toy")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def test_missing_file_is_reported_missing_and_find_returns_none(store):
+    assert store.status("toy").state is ModelState.MISSING
+    assert store.find("toy") is None
+    with pytest.raises(ModelUnavailable, match="portrait models pull toy"):
+        store.resolve("toy")
+
+
+def test_verified_file_resolves(store):
+    path = _place(store, PAYLOAD)
+    assert store.status("toy").state is ModelState.PRESENT
+    assert store.resolve("toy") == path
+
+
+def test_same_size_corruption_is_a_hash_mismatch(store):
+    _place(store, PAYLOAD[:-1] + b"X")
+    status = store.status("toy")
+    assert status.state is ModelState.HASH_MISMATCH
+    assert status.sha256 == hashlib.sha256(PAYLOAD[:-1] + b"X").hexdigest()
+
+
+def test_a_corrupted_file_is_never_served_even_by_find(store):
+    _place(store, PAYLOAD + b"appended junk")
+    assert store.status("toy").state is ModelState.SIZE_MISMATCH
+    with pytest.raises(ModelUnavailable, match="size-mismatch"):
+        store.find("toy")
+
+
+def test_unpinned_files_are_usable_but_say_so(tmp_path):
+    manifest = load_manifest(_write_manifest(tmp_path, url="file:///nowhere", sha256=None, size_bytes=None))
+    store = ModelStore(tmp_path / "store", manifest)
+    _place(store, PAYLOAD)
+    status = store.status("toy")
+    assert status.state is ModelState.UNPINNED and status.usable
+    assert status.sha256 == hashlib.sha256(PAYLOAD).hexdigest()
+
+
+def test_pull_downloads_and_verifies(store):
+    [status] = store.pull(["toy"])
+    assert status.state is ModelState.PRESENT
+    assert store.local_path("toy").read_bytes() == PAYLOAD
+
+
+def test_pull_refuses_a_file_whose_hash_differs(tmp_path, source_file):
+    manifest = load_manifest(_write_manifest(tmp_path, url=source_file.as_uri(), sha256="0" * 64, size_bytes=None))
+    store = ModelStore(tmp_path / "store", manifest)
+    with pytest.raises(ModelUnavailable, match="does not match"):
+        store.pull(["toy"])
+    assert not store.local_path("toy").exists()
+    assert not list((tmp_path / "store").rglob("*.partial"))
+
+
+def test_pull_without_internet_says_how_to_place_the_file_by_hand(tmp_path):
+    manifest = load_manifest(_write_manifest(tmp_path, url=(tmp_path / "absent.pth").as_uri(), sha256=None, size_bytes=None))
+    with pytest.raises(ModelUnavailable, match="copy the file"):
+        ModelStore(tmp_path / "store", manifest).pull(["toy"])
+
+
+def test_unknown_model_names_the_known_ones(store):
+    with pytest.raises(ModelUnavailable, match="known: toy"):
+        store.status("nope")
+
+
+def test_shipped_manifest_lists_the_builtin_models_with_hashes():
+    manifest = load_manifest(REPO_ROOT / "configs" / "models.yaml")
+    builtin = {name for name, spec in manifest.items() if spec.builtin}
+    assert builtin == {"face-detect-short", "face-detect-full", "face-mesh", "selfie-segmentation"}
+    for name in builtin:
+        assert len(manifest[name].sha256) == 64 and manifest[name].wheel.requirement == "mediapipe==0.10.21"
+    for spec in manifest.values():
+        assert spec.url.startswith("https://") and spec.license
