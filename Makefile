@@ -1,0 +1,31 @@
+# Two commands: `make run` (set up, fetch the built-in models, serve) and `make test` (set up, fetch, test).
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export RAY_USAGE_STATS_ENABLED ?= 0
+
+.PHONY: install models run test test-fast bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+models: install
+	$(VENV)/bin/portrait models pull --builtin
+
+run: models
+	$(VENV)/bin/serve run configs/local.yaml
+
+test: models
+	$(PY) -m pytest -q -rs
+
+test-fast: models
+	$(PY) -m pytest -q -m "not slow"
+
+clean:
+	rm -rf $(VENV) build *.egg-info test-output

@@ -1,0 +1,99 @@
+"""The HTTP API as a FastAPI app factory. No Ray imports: the backend arrives through ``app.state``.
+
+(No ``from __future__ import annotations`` here: Serve's ingress resolves the route annotations at run time.)
+"""
+
+import logging
+
+from fastapi import FastAPI, Request
+
+from deployments.common.errors import ServiceError
+from serve_app.errors import install_error_handlers
+from serve_app.schemas import ErrorOut, FacesOut, HealthOut
+from serve_app.service import SERVICE_VERSION, Backend, Limits, find_faces
+from serve_app.settings import Settings, get_settings
+from serve_app.uploads import read_upload
+
+logger = logging.getLogger(__name__)
+
+_ERRORS = {status: {"model": ErrorOut} for status in (400, 413, 415, 422, 503)}
+_IMAGE_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {"type": "object", "required": ["image"], "properties": {"image": {"type": "string", "format": "binary"}}}
+            },
+            "application/json": {
+                "schema": {"type": "object", "required": ["image_b64"], "properties": {"image_b64": {"type": "string"}}}
+            },
+            "image/*": {"schema": {"type": "string", "format": "binary"}},
+        },
+    }
+}
+
+
+def _backend(request: Request) -> Backend:
+    backend = getattr(request.app.state, "backend", None)
+    if backend is None:
+        raise ServiceError("the service is starting: no backend is attached yet")
+    return backend
+
+
+def _settings(request: Request) -> Settings:
+    return getattr(request.app.state, "settings", None) or get_settings()
+
+
+def _limits(settings: Settings) -> Limits:
+    return Limits(max_bytes=settings.max_image_bytes, max_pixels=settings.max_image_pixels)
+
+
+def create_api() -> FastAPI:
+    """Build the API; the caller attaches ``app.state.backend`` (and optionally ``app.state.settings``)."""
+    api = FastAPI(
+        title="portrait-serve",
+        version=SERVICE_VERSION,
+        description="Face restoration, ID photos and cartoonization on Ray Serve.",
+    )
+    install_error_handlers(api)
+
+    @api.get("/healthz", response_model=HealthOut, tags=["operations"])
+    async def healthz(request: Request) -> HealthOut:
+        """Status of every deployment and model: engine, weights present, version, GPU memory where CUDA is present."""
+        deployments = await _backend(request).health()
+        models = [model for report in deployments.values() for model in report.get("models", [])]
+        states = [report.get("status", "ok") for report in deployments.values()]
+        status = "failing" if "failing" in states else "degraded" if "degraded" in states else "ok"
+        return HealthOut(status=status, version=SERVICE_VERSION, deployments=deployments, models=models)
+
+    @api.get("/v1/models", tags=["operations"])
+    async def list_models(request: Request) -> dict:
+        """Every model in the manifest, with the state the serving replicas see."""
+        deployments = await _backend(request).health()
+        seen = {model["name"]: model for report in deployments.values() for model in report.get("models", [])}
+        manifest = _settings(request).open_model_store().manifest
+        return {
+            "models": [
+                {
+                    "name": spec.name,
+                    "task": spec.task,
+                    "architecture": spec.architecture,
+                    "description": spec.description,
+                    "license": spec.license,
+                    "url": spec.url,
+                    "sha256": spec.sha256,
+                    "builtin": spec.builtin,
+                    "state": seen.get(spec.name, {}).get("state", "not-loaded"),
+                }
+                for spec in manifest.values()
+            ]
+        }
+
+    @api.post("/v1/faces", response_model=FacesOut, responses=_ERRORS, openapi_extra=_IMAGE_BODY, tags=["faces"])
+    async def faces(request: Request) -> FacesOut:
+        """Every face: box, score, 5 landmarks and roll, in original-image pixels after EXIF orientation."""
+        settings = _settings(request)
+        upload = await read_upload(request, max_bytes=settings.max_image_bytes)
+        return await find_faces(_backend(request), upload.data, _limits(settings))
+
+    return api

@@ -1,0 +1,63 @@
+"""Wire models: what the HTTP API and the bucket metadata files carry. Inside the service, frozen dataclasses."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(examples=["unsupported_image"])
+    message: str
+    details: dict[str, Any] | None = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail
+
+
+class FaceOut(BaseModel):
+    box: list[float] = Field(description="[x1, y1, x2, y2] in original-image pixels after EXIF orientation")
+    score: float
+    landmarks: list[list[float]] = Field(description="5 points: left eye, right eye, nose tip, mouth left, mouth right")
+    roll_deg: float
+    chin: list[float]
+
+
+class FacesOut(BaseModel):
+    width: int
+    height: int
+    faces: list[FaceOut]
+    engine: str
+    timings_ms: dict[str, float]
+
+
+class WeightsOut(BaseModel):
+    name: str
+    sha256: str | None = None
+    state: str | None = None
+
+
+class ResultMeta(BaseModel):
+    """Everything a caller needs to trust a result: which job, which engine and weights, what was found, how long."""
+
+    job: Literal["restore", "idphoto", "cartoon"]
+    params: dict[str, Any]
+    engine: str = Field(description="what produced the pixels, e.g. 'gpen' or 'classic' (non-neural)")
+    weights: list[WeightsOut] = Field(default_factory=list)
+    faces: int = 0
+    width: int
+    height: int
+    media_type: str
+    bytes: int
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    report: dict[str, Any] | None = None
+    version: str
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok", "degraded", "failing"]
+    version: str
+    deployments: dict[str, dict[str, Any]]
+    models: list[dict[str, Any]]

@@ -1,0 +1,39 @@
+"""The architecture, enforced: Ray stays at the edge, the ingress stays light."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RAY_ALLOWED = {"deployment.py"}
+
+
+def _imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_ray_is_imported_only_by_deployment_modules():
+    offenders = [
+        str(path.relative_to(REPO_ROOT))
+        for folder in ("deployments", "storage")
+        for path in (REPO_ROOT / folder).rglob("*.py")
+        if path.name not in RAY_ALLOWED and "ray" in _imported_modules(path)
+    ]
+    assert offenders == []
+
+
+def test_the_ingress_does_not_import_torch():
+    code = "import sys, serve_app.ingress; print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "False"
