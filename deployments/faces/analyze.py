@@ -1,0 +1,104 @@
+"""Face analysis: detection, then landmarks, for whole photos (image contract: HxWx3 uint8 RGB)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from deployments.common.errors import InvalidParameter
+from deployments.faces.detect import DetectionParams, FaceDetector
+from deployments.faces.landmarks import FaceMesh
+from deployments.faces.types import Face
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FaceAnalysisConfig:
+    """Tunables of one analyzer (a Serve ``user_config`` maps onto this).
+
+    ``min_eye_px``: smallest eye distance searched for (tiles are planned for it); ``max_windows``: cap on tiled
+    detector runs per photo, which raises that minimum on very large photos instead of letting cost explode (640
+    keeps 15 px eyes findable on a 12 MP group photo);
+    ``portrait_face_frac``: when the first 128 px pass finds exactly one face and it is this large (box side / long
+    image side), the photo is a portrait and the search ends there (a few ms); ``None`` always tiles; ``mesh_threshold``: face-mesh confidence below
+    which detector keypoints replace the mesh.
+    """
+
+    score_threshold: float = 0.7
+    nms_iou: float = 0.3
+    mesh_threshold: float = 0.5
+    min_eye_px: float = 15.0
+    max_windows: int = 640
+    portrait_face_frac: float | None = 0.15
+    max_faces: int = 64
+    num_threads: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.score_threshold < 1.0 or not 0.0 <= self.mesh_threshold <= 1.0:
+            raise InvalidParameter("score_threshold must be in (0, 1) and mesh_threshold in [0, 1]")
+        if not 0.0 < self.nms_iou < 1.0:
+            raise InvalidParameter(f"nms_iou must be in (0, 1), got {self.nms_iou}")
+        if self.min_eye_px <= 0 or self.max_windows < 0 or self.max_faces < 1 or self.num_threads < 1:
+            raise InvalidParameter("min_eye_px, max_faces and num_threads must be positive, max_windows >= 0")
+
+    def detection_params(self) -> DetectionParams:
+        return DetectionParams(
+            score_threshold=self.score_threshold,
+            nms_iou=self.nms_iou,
+            min_eye_px=self.min_eye_px,
+            max_windows=self.max_windows,
+            portrait_face_frac=self.portrait_face_frac,
+        )
+
+
+class FaceAnalyzerEngine:
+    """Finds every face with its five landmarks. Holds the models and the frozen config only, so one engine serves
+    many threads (each thread gets its own interpreters)."""
+
+    def __init__(self, models_dir: Path | str, config: FaceAnalysisConfig = FaceAnalysisConfig()) -> None:
+        self.config = config
+        self.detector = FaceDetector(models_dir, num_threads=config.num_threads)
+        self.mesh = FaceMesh(models_dir, num_threads=config.num_threads)
+
+    def analyze(self, image_rgb: np.ndarray) -> list[Face]:
+        """Faces sorted by box area, largest first (the main subject leads); ``[]`` when there is none."""
+        _check_image(image_rgb)
+        image_rgb = np.ascontiguousarray(image_rgb)
+        detections = self.detector.detect(image_rgb, self.config.detection_params())
+        faces = []
+        for detection in detections[: self.config.max_faces]:
+            marks = self.mesh.locate(image_rgb, detection, mesh_threshold=self.config.mesh_threshold)
+            x0, y0, x1, y1 = (float(v) for v in detection.box)
+            faces.append(
+                Face(
+                    box=(x0, y0, x1, y1),
+                    score=detection.score,
+                    landmarks=marks.points,
+                    roll_deg=marks.roll_deg,
+                    chin=marks.chin,
+                    mesh=marks.mesh,
+                    mesh_score=marks.mesh_score,
+                )
+            )
+        if len(detections) > self.config.max_faces:
+            logger.info("%d faces found, kept the %d most confident", len(detections), self.config.max_faces)
+        faces.sort(key=lambda f: (f.box[2] - f.box[0]) * (f.box[3] - f.box[1]), reverse=True)
+        return faces
+
+    def analyze_batch(self, images_rgb: Sequence[np.ndarray]) -> list[list[Face]]:
+        """One face list per image, in order."""
+        return [self.analyze(image) for image in images_rgb]
+
+
+def _check_image(image_rgb: np.ndarray) -> None:
+    if not isinstance(image_rgb, np.ndarray) or image_rgb.ndim != 3 or image_rgb.shape[2] != 3:
+        raise InvalidParameter(f"image must be an HxWx3 RGB array, got {getattr(image_rgb, 'shape', type(image_rgb))}")
+    if image_rgb.dtype != np.uint8:
+        raise InvalidParameter(f"image must be uint8, got {image_rgb.dtype}")
+    if min(image_rgb.shape[:2]) < 8:
+        raise InvalidParameter(f"image too small for face analysis: {image_rgb.shape[1]}x{image_rgb.shape[0]}")

@@ -1,0 +1,47 @@
+"""``FaceAnalyzer``: detection + landmarks on CPU replicas, batched over images. The only Ray code of this job."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+import numpy as np
+from ray import serve
+
+from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalyzerEngine
+from deployments.faces.types import Face
+from serve_app.replica import BatchConfig, apply_batch_config, limit_cpu_threads, replica_facts
+from serve_app.settings import get_settings
+
+FACE_MODELS = ("face-detect-short", "face-detect-full", "face-mesh")
+
+
+@serve.deployment(name="FaceAnalyzer")
+class FaceAnalyzer:
+    def __init__(self) -> None:
+        limit_cpu_threads(1)
+        store = get_settings().open_model_store()
+        self._statuses = [store.status(name) for name in FACE_MODELS]
+        self._models_dir = store.resolve("face-detect-short").parent
+        self._engine = FaceAnalyzerEngine(self._models_dir, FaceAnalysisConfig(num_threads=1))
+        self._batch = BatchConfig()
+
+    def reconfigure(self, user_config: dict[str, Any]) -> None:
+        """``user_config``: batch keys plus any ``FaceAnalysisConfig`` field (``min_eye_px``, ``max_windows``...)."""
+        self._batch, analysis = apply_batch_config(self.analyze, user_config)
+        self._engine = FaceAnalyzerEngine(self._models_dir, FaceAnalysisConfig(num_threads=1, **analysis))
+
+    @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.01)
+    async def analyze(self, images: list[np.ndarray]) -> list[list[Face]]:
+        return await asyncio.to_thread(self._engine.analyze_batch, images)
+
+    async def health(self) -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "engine": "mediapipe-blazeface+face-mesh",
+            "models": [status.to_json() for status in self._statuses],
+            "batch": self._batch.model_dump(),
+            "analysis": dataclasses.asdict(self._engine.config),
+            **replica_facts(),
+        }

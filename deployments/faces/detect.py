@@ -1,0 +1,315 @@
+"""BlazeFace detection (MediaPipe short-range and full-range-sparse models) over a multi-scale window plan.
+
+Coordinates: every point this module returns is in original-image pixel-index coordinates (pixel centres at integers,
+the convention of ``cv2.warpAffine``). The models themselves answer in continuous input coordinates (0..input_px),
+so each window carries the exact affine map between the two.
+
+Why a window plan: the short-range model needs a face box of at least ~15 % of its 128 px input, the full-range
+model ~10 % of 192 px, so one whole-image pass misses the small faces of group and family photos. Finer levels cut
+the image (pre-shrunk with area averaging, no aliasing) into overlapping 128 px windows; each window keeps only the
+faces whose centre lies in its own share of the overlap and that fit the overlap, so every face is seen whole once
+per level, and weighted NMS merges levels.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from deployments.faces.tflite import TfliteModel
+
+logger = logging.getLogger(__name__)
+
+# Measured on the astronaut face pasted at many sizes: reliable detection (score > 0.7) from these box fractions.
+SHORT_RANGE_MIN_BOX_FRAC = 0.15
+FULL_RANGE_MIN_BOX_FRAC = 0.10
+# BlazeFace box width per eye distance (astronaut and LFW crops: eye distance ≈ 0.43–0.48 of the box).
+EYE_DISTANCE_PER_BOX = 0.45
+# Tiles overlap by this fraction of their side; faces larger than the overlap are left to the next coarser level,
+# which detects from 2 × SHORT_RANGE_MIN_BOX_FRAC of a tile side, so the two ranges meet.
+TILE_OVERLAP_FRAC = 0.3
+RAW_SCORE_CLIP = 80.0  # MediaPipe clips at 100; exp(100) overflows float32
+
+
+@dataclass(frozen=True)
+class BlazeFaceSpec:
+    """Anchor layout of one BlazeFace model (MediaPipe ``SsdAnchorsCalculator`` with ``fixed_anchor_size``)."""
+
+    filename: str
+    input_px: int
+    anchor_layers: tuple[tuple[int, int], ...]  # (stride_px, anchors per cell); equal strides already merged
+
+    def anchors(self) -> np.ndarray:
+        """``(N, 2)`` anchor centres in continuous input pixels, in the model's output order."""
+        centres = []
+        for stride_px, per_cell in self.anchor_layers:
+            cells = self.input_px // stride_px
+            grid = (np.arange(cells, dtype=np.float32) + 0.5) * stride_px
+            ys, xs = np.meshgrid(grid, grid, indexing="ij")
+            xy = np.stack([xs.ravel(), ys.ravel()], axis=1)
+            centres.append(np.repeat(xy, per_cell, axis=0))
+        return np.concatenate(centres).astype(np.float32)
+
+
+# Short range: strides 8,16,16,16 with 2 anchors per layer -> 16x16x2 + 8x8x6 = 896. Full range: stride 4, one
+# anchor (interpolated_scale_aspect_ratio 0) -> 48x48 = 2304.
+SHORT_RANGE = BlazeFaceSpec("face_detection_short_range.tflite", 128, ((8, 2), (16, 6)))
+FULL_RANGE = BlazeFaceSpec("face_detection_full_range_sparse.tflite", 192, ((4, 1),))
+
+
+@dataclass(frozen=True, eq=False)
+class Detection:
+    """One detector hit: ``box`` (x0, y0, x1, y1), ``keypoints`` ``(6, 2)`` in the model's order: image-left eye,
+    image-right eye, nose tip, mouth centre, image-left ear tragion, image-right ear tragion."""
+
+    box: np.ndarray
+    score: float
+    keypoints: np.ndarray
+
+    @property
+    def size_px(self) -> float:
+        return float(max(self.box[2] - self.box[0], self.box[3] - self.box[1]))
+
+
+@dataclass(frozen=True)
+class DetectionParams:
+    """Knobs of one detection run (built from ``FaceAnalysisConfig``)."""
+
+    score_threshold: float = 0.7
+    nms_iou: float = 0.3
+    min_eye_px: float = 15.0
+    max_windows: int = 640
+    portrait_face_frac: float | None = 0.15
+
+
+@dataclass(frozen=True)
+class _Window:
+    """A square model input cut from a pyramid level: ``origin`` is its top-left in level pixels; ``own`` the
+    level-pixel rectangle (x0, y0, x1, y1) whose faces it reports; ``max_box_px`` the largest face it keeps."""
+
+    origin: tuple[float, float]
+    own: tuple[float, float, float, float]
+    max_box_px: float
+
+
+@dataclass(frozen=True)
+class _Level:
+    size: tuple[int, int]  # (width, height) of the shrunk image the windows are cut from
+    windows: tuple[_Window, ...]
+
+
+class BlazeFaceModel:
+    """One BlazeFace network plus its anchors; decodes one window into detections in window input pixels."""
+
+    def __init__(self, models_dir: Path, spec: BlazeFaceSpec, *, num_threads: int) -> None:
+        self.spec = spec
+        self.model = TfliteModel(Path(models_dir) / spec.filename, num_threads=num_threads)
+        self.anchors = spec.anchors()
+        self.anchors.setflags(write=False)
+
+    def run_window(self, window_rgb: np.ndarray, score_threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Boxes ``(K, 4)`` (continuous input px), scores ``(K,)``, keypoints ``(K, 6, 2)`` above the threshold."""
+        tensor = window_rgb.astype(np.float32)[None] * (1.0 / 127.5) - 1.0
+        regressors, logits = self.model.run(tensor)
+        raw = np.clip(logits[0, :, 0], -RAW_SCORE_CLIP, RAW_SCORE_CLIP)
+        scores = 1.0 / (1.0 + np.exp(-raw))
+        keep = np.flatnonzero(scores >= score_threshold)
+        reg = regressors[0, keep]
+        centres = self.anchors[keep] + reg[:, 0:2]
+        half = reg[:, 2:4] * 0.5
+        boxes = np.concatenate([centres - half, centres + half], axis=1)
+        keypoints = reg[:, 4:16].reshape(-1, 6, 2) + self.anchors[keep][:, None, :]
+        return boxes, scores[keep], keypoints
+
+
+class FaceDetector:
+    """Both BlazeFace models and the window plan; holds models only (params travel with each call)."""
+
+    def __init__(self, models_dir: Path | str, *, num_threads: int = 1) -> None:
+        self.short_range = BlazeFaceModel(Path(models_dir), SHORT_RANGE, num_threads=num_threads)
+        self.full_range = BlazeFaceModel(Path(models_dir), FULL_RANGE, num_threads=num_threads)
+
+    def detect(self, image_rgb: np.ndarray, params: DetectionParams = DetectionParams()) -> list[Detection]:
+        """All faces in ``image_rgb`` (HxWx3 uint8 RGB), highest score first."""
+        height, width = image_rgb.shape[:2]
+        pyramid = _Pyramid(image_rgb)
+        found = self._run_level(self.short_range, pyramid, _whole_image_level(width, height, SHORT_RANGE), params)
+        if params.portrait_face_frac is not None and _is_portrait(found, width, height, params):
+            return weighted_nms(found, params.nms_iou)
+        found += self._run_level(self.full_range, pyramid, _whole_image_level(width, height, FULL_RANGE), params)
+        for level in reversed(plan_tile_levels(width, height, params)):
+            found += self._run_level(self.short_range, pyramid, level, params)
+        return weighted_nms(found, params.nms_iou)
+
+    def _run_level(
+        self, model: BlazeFaceModel, pyramid: _Pyramid, level: _Level, params: DetectionParams
+    ) -> list[Detection]:
+        level_image, (sx, sy) = pyramid.at(level.size)
+        input_px = model.spec.input_px
+        found: list[Detection] = []
+        for window in level.windows:
+            ox, oy = window.origin
+            to_window = np.array([[1.0, 0.0, -ox], [0.0, 1.0, -oy]])
+            pixels = cv2.warpAffine(
+                level_image, to_window, (input_px, input_px), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
+            )
+            boxes, scores, keypoints = model.run_window(pixels, params.score_threshold)
+            for box, score, points in zip(boxes, scores, keypoints):
+                # continuous window px -> level pixel index -> image pixel index (exact inverse of the resize)
+                level_box = box + np.array([ox, oy, ox, oy]) - 0.5
+                cx, cy = (level_box[0] + level_box[2]) / 2, (level_box[1] + level_box[3]) / 2
+                own = window.own
+                if not (own[0] <= cx < own[2] and own[1] <= cy < own[3]):
+                    continue
+                if max(level_box[2] - level_box[0], level_box[3] - level_box[1]) > window.max_box_px:
+                    continue
+                level_points = points + np.array([ox, oy]) - 0.5
+                image_box = (level_box + 0.5) / np.array([sx, sy, sx, sy]) - 0.5
+                image_points = (level_points + 0.5) / np.array([sx, sy]) - 0.5
+                found.append(Detection(image_box.astype(np.float32), float(score), image_points.astype(np.float32)))
+        return found
+
+
+class _Pyramid:
+    """Shrunk copies of one image, built on demand from the nearest larger copy (lives for one ``detect`` call).
+
+    Each step halves with bilinear sampling, which at exactly 1/2 is a 2×2 box average (no aliasing, much faster
+    than ``INTER_AREA``); every step maps pixel centres as ``(x + 0.5) * s - 0.5``, so the chain stays exact.
+    """
+
+    def __init__(self, image_rgb: np.ndarray) -> None:
+        self.image = image_rgb
+        self.copies: dict[tuple[int, int], np.ndarray] = {(image_rgb.shape[1], image_rgb.shape[0]): image_rgb}
+
+    def at(self, size: tuple[int, int]) -> tuple[np.ndarray, tuple[float, float]]:
+        """The image at ``size`` (width, height) and its exact per-axis scale from the original."""
+        width, height = self.image.shape[1], self.image.shape[0]
+        if size not in self.copies:
+            source_size = min((s for s in self.copies if s[0] >= size[0] and s[1] >= size[1]), default=None)
+            if source_size is None:  # upscaling (image smaller than a window)
+                self.copies[size] = cv2.resize(self.image, size, interpolation=cv2.INTER_LINEAR)
+            else:
+                current = self.copies[source_size]
+                while current.shape[1] >= 2 * size[0] and current.shape[0] >= 2 * size[1]:
+                    half = (max(1, round(current.shape[1] / 2)), max(1, round(current.shape[0] / 2)))
+                    current = self.copies.setdefault(half, cv2.resize(current, half, interpolation=cv2.INTER_LINEAR))
+                self.copies[size] = cv2.resize(current, size, interpolation=cv2.INTER_LINEAR)
+        return self.copies[size], (size[0] / width, size[1] / height)
+
+
+def _is_portrait(found: list[Detection], width: int, height: int, params: DetectionParams) -> bool:
+    """One face, and a large one, in the first pass: a portrait, where tiny background faces are not worth the
+    tiling cost. Two or more faces mean a group, where more may hide at smaller scales."""
+    faces = weighted_nms(found, params.nms_iou)
+    return len(faces) == 1 and faces[0].size_px >= params.portrait_face_frac * max(width, height)
+
+
+def _whole_image_level(width: int, height: int, spec: BlazeFaceSpec) -> _Level:
+    """The whole image letterboxed (centred, black borders) into the model input, as MediaPipe does."""
+    scale = spec.input_px / max(width, height)
+    level_w, level_h = max(1, round(width * scale)), max(1, round(height * scale))
+    origin = ((level_w - spec.input_px) / 2, (level_h - spec.input_px) / 2)
+    inf = math.inf
+    window = _Window(origin=origin, own=(-inf, -inf, inf, inf), max_box_px=inf)
+    return _Level(size=(level_w, level_h), windows=(window,))
+
+
+def plan_tile_levels(width: int, height: int, params: DetectionParams) -> list[_Level]:
+    """Tile levels for the short-range model, finest first, so faces down to ``min_eye_px`` are found.
+
+    Window sides double per level; a level is added while the previous one stops short of the faces the
+    whole-image full-range pass finds. When the plan needs more than ``max_windows``, the finest side grows
+    (small faces are then missed rather than the cost exploding on huge images).
+    """
+    input_px = SHORT_RANGE.input_px
+    long_side = max(width, height)
+    finest_px = params.min_eye_px / EYE_DISTANCE_PER_BOX / SHORT_RANGE_MIN_BOX_FRAC
+    whole_min_box_px = FULL_RANGE_MIN_BOX_FRAC * long_side
+    while True:
+        sides = []
+        side = finest_px
+        while side < long_side and (not sides or TILE_OVERLAP_FRAC * sides[-1] < whole_min_box_px):
+            sides.append(side)
+            side *= 2
+        levels = [_tile_level(width, height, input_px / s, input_px) for s in sides]
+        count = sum(len(level.windows) for level in levels)
+        if count <= params.max_windows:
+            break
+        finest_px *= 1.15
+    if finest_px > params.min_eye_px / EYE_DISTANCE_PER_BOX / SHORT_RANGE_MIN_BOX_FRAC:
+        logger.debug(
+            "window budget %d: smallest eye distance raised to %.1f px",
+            params.max_windows,
+            finest_px * EYE_DISTANCE_PER_BOX * SHORT_RANGE_MIN_BOX_FRAC,
+        )
+    return levels
+
+
+def _tile_level(width: int, height: int, scale: float, input_px: int) -> _Level:
+    level_w, level_h = max(1, round(width * scale)), max(1, round(height * scale))
+    xs, x_bounds = _axis_tiles(level_w, input_px)
+    ys, y_bounds = _axis_tiles(level_h, input_px)
+    overlap_px = min(_min_overlap(xs, input_px), _min_overlap(ys, input_px))
+    windows = tuple(
+        _Window(origin=(x, y), own=(x_bounds[i], y_bounds[j], x_bounds[i + 1], y_bounds[j + 1]), max_box_px=overlap_px)
+        for j, y in enumerate(ys)
+        for i, x in enumerate(xs)
+    )
+    return _Level(size=(level_w, level_h), windows=windows)
+
+
+def _axis_tiles(length_px: int, tile_px: int) -> tuple[list[float], list[float]]:
+    """Tile origins along one axis (first at 0, last flush with the end) and ownership bounds between centres."""
+    if length_px <= tile_px:
+        return [(length_px - tile_px) / 2], [-math.inf, math.inf]
+    stride_px = tile_px * (1.0 - TILE_OVERLAP_FRAC)
+    count = math.ceil((length_px - tile_px) / stride_px) + 1
+    origins = [float(round(v)) for v in np.linspace(0, length_px - tile_px, count)]
+    centres = [o + tile_px / 2 for o in origins]
+    bounds = [-math.inf] + [(a + b) / 2 for a, b in zip(centres, centres[1:])] + [math.inf]
+    return origins, bounds
+
+
+def _min_overlap(origins: list[float], tile_px: int) -> float:
+    if len(origins) < 2:
+        return math.inf
+    return tile_px - max(b - a for a, b in zip(origins, origins[1:]))
+
+
+def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    x0 = np.maximum(box[0], boxes[:, 0])
+    y0 = np.maximum(box[1], boxes[:, 1])
+    x1 = np.minimum(box[2], boxes[:, 2])
+    y1 = np.minimum(box[3], boxes[:, 3])
+    inter = np.clip(x1 - x0, 0, None) * np.clip(y1 - y0, 0, None)
+    area = (box[2] - box[0]) * (box[3] - box[1])
+    areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    return inter / np.maximum(area + areas - inter, 1e-6)
+
+
+def weighted_nms(detections: list[Detection], iou_threshold: float) -> list[Detection]:
+    """MediaPipe's weighted NMS: each cluster around its best hit becomes the score-weighted mean of its members
+    (steadier boxes and keypoints than plain NMS when windows and models see the same face)."""
+    if not detections:
+        return []
+    order = sorted(detections, key=lambda d: d.score, reverse=True)
+    boxes = np.stack([d.box for d in order])
+    scores = np.array([d.score for d in order], dtype=np.float32)
+    points = np.stack([d.keypoints for d in order])
+    remaining = np.arange(len(order))
+    merged: list[Detection] = []
+    while remaining.size:
+        best = remaining[0]
+        overlap = _iou(boxes[best], boxes[remaining]) > iou_threshold
+        members = remaining[overlap]
+        weights = scores[members] / scores[members].sum()
+        box = (boxes[members] * weights[:, None]).sum(axis=0)
+        keypoints = (points[members] * weights[:, None, None]).sum(axis=0)
+        merged.append(Detection(box.astype(np.float32), float(scores[best]), keypoints.astype(np.float32)))
+        remaining = remaining[~overlap]
+    return merged

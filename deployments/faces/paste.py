@@ -1,0 +1,96 @@
+"""Paste processed face crops back into the full image (optionally an upscaled copy of it).
+
+Each crop travels with the 2x3 image->crop matrix from ``align.align_face`` (original-image pixel indices). Only the
+bounding box of each face's footprint is warped, never the whole frame, so cost follows face size, not photo size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import cv2
+import numpy as np
+
+from deployments.common.errors import InvalidParameter
+
+DEFAULT_FEATHER_FRAC = 0.06  # of the crop side: wide enough to hide the seam, narrow enough to keep the face
+ALLOWED_UPSCALES = (1, 2, 4)
+
+
+def feather_mask(size_px: int, feather_px: float) -> np.ndarray:
+    """Crop-sized float32 mask: 1 inside, a smooth (smoothstep) ramp to 0 over ``feather_px`` at every edge."""
+    distance = np.minimum(np.arange(size_px), np.arange(size_px)[::-1]).astype(np.float32) + 0.5
+    ramp = np.clip(distance / max(feather_px, 1e-3), 0.0, 1.0)
+    ramp = ramp * ramp * (3.0 - 2.0 * ramp)
+    return np.minimum(ramp[:, None], ramp[None, :])
+
+
+def _crop_to_output(matrix: np.ndarray, upscale: int) -> np.ndarray:
+    """Invert image->crop and compose with original->upscaled pixel indices: ``x_up = (x + 0.5) * u - 0.5``."""
+    inverse = cv2.invertAffineTransform(np.asarray(matrix, dtype=np.float64))
+    to_up = np.array([[upscale, 0.0, 0.5 * upscale - 0.5], [0.0, upscale, 0.5 * upscale - 0.5], [0.0, 0.0, 1.0]])
+    return (to_up @ np.vstack([inverse, [0.0, 0.0, 1.0]]))[:2]
+
+
+def paste_back(
+    image_rgb: np.ndarray,
+    crops_with_matrices: Sequence[tuple[np.ndarray, np.ndarray]],
+    *,
+    blend: float = 1.0,
+    upscale: int = 1,
+    feather_px: float | None = None,
+) -> np.ndarray:
+    """Return a copy of ``image_rgb`` with every crop blended in through its feathered footprint.
+
+    ``image_rgb`` is the base at output resolution (the caller upscales it ×``upscale``); matrices still refer to the
+    ORIGINAL image. Faces are composited in order, so overlapping faces each keep their soft edge over the result
+    so far. ``blend`` 0..1 mixes processed over original; ``feather_px`` is in crop pixels (default 6 % of the side).
+    """
+    if not 0.0 <= blend <= 1.0:
+        raise InvalidParameter(f"blend must be within 0..1, got {blend}")
+    if upscale not in ALLOWED_UPSCALES:
+        raise InvalidParameter(f"upscale must be one of {ALLOWED_UPSCALES}, got {upscale}")
+    if image_rgb.ndim != 3 or image_rgb.shape[2] != 3 or image_rgb.dtype != np.uint8:
+        raise InvalidParameter(f"image must be HxWx3 uint8 RGB, got {image_rgb.shape} {image_rgb.dtype}")
+    result = image_rgb.copy()
+    if blend == 0.0:
+        return result
+    height, width = result.shape[:2]
+    for crop, matrix in crops_with_matrices:
+        if crop.ndim != 3 or crop.shape[2] != 3 or crop.shape[0] != crop.shape[1] or crop.dtype != np.uint8:
+            raise InvalidParameter(f"crops must be square SxSx3 uint8 RGB, got {crop.shape} {crop.dtype}")
+        _paste_one(result, crop, _crop_to_output(matrix, upscale), blend, feather_px, width, height)
+    return result
+
+
+def _paste_one(
+    result: np.ndarray,
+    crop: np.ndarray,
+    crop_to_out: np.ndarray,
+    blend: float,
+    feather_px: float | None,
+    width: int,
+    height: int,
+) -> None:
+    side_px = crop.shape[0]
+    corners = np.array([[-0.5, -0.5], [side_px - 0.5, -0.5], [-0.5, side_px - 0.5], [side_px - 0.5, side_px - 0.5]])
+    footprint = corners @ crop_to_out[:, :2].T + crop_to_out[:, 2]
+    x0 = max(0, math.floor(footprint[:, 0].min()) - 1)
+    y0 = max(0, math.floor(footprint[:, 1].min()) - 1)
+    x1 = min(width, math.ceil(footprint[:, 0].max()) + 2)
+    y1 = min(height, math.ceil(footprint[:, 1].max()) + 2)
+    if x1 <= x0 or y1 <= y0:
+        return
+    local = crop_to_out.copy()
+    local[:, 2] -= (x0, y0)
+    size = (x1 - x0, y1 - y0)
+    face = cv2.warpAffine(crop, local, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    feather = feather_px if feather_px is not None else DEFAULT_FEATHER_FRAC * side_px
+    mask = cv2.warpAffine(
+        feather_mask(side_px, feather), local, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
+    )
+    alpha = (mask * blend)[:, :, None]
+    region = result[y0:y1, x0:x1].astype(np.float32)
+    region += alpha * (face.astype(np.float32) - region)
+    result[y0:y1, x0:x1] = np.clip(np.rint(region), 0, 255).astype(np.uint8)
