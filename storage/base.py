@@ -1,0 +1,175 @@
+"""The one object-store interface, its records, and how a location string becomes a store.
+
+Both implementations (``LocalStore``, ``S3Store``) follow the same specification, checked by one shared test suite:
+
+- keys are relative POSIX paths checked by ``storage.keys.validate_key`` (bad keys raise ``InvalidKey`` before any I/O);
+- ``etag`` is the hex MD5 of the content without quotes for single-part writes, as S3 reports it;
+- user metadata keys are lowercase ASCII and values printable ASCII (what S3 headers carry), 2 KiB in all;
+- ``list`` yields objects with ``content_type=None`` and empty ``user_metadata``, because S3 listings do not carry
+  them (call ``head`` when they are needed), in no promised order: AWS sorts by UTF-8 bytes, but SeaweedFS lists a
+  "folder" ``in/`` before the object ``in.jpg``;
+- ``delete`` of a missing key succeeds, as on S3.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, Protocol, runtime_checkable
+
+from deployments.common.errors import InvalidParameter
+from storage.keys import normalize_prefix
+
+MAX_METADATA_BYTES = 2048
+_METADATA_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+_METADATA_VALUE = re.compile(r"[\x20-\x7e]*")
+_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+
+RetryMode = Literal["standard", "adaptive"]
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What a store knows about one object; ``key`` is relative to the store (its prefix removed)."""
+
+    key: str
+    size_bytes: int
+    etag: str
+    last_modified: datetime  # timezone-aware
+    content_type: str | None = None
+    version_id: str | None = None
+    user_metadata: dict[str, str] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """An object read whole, together with its description."""
+
+    data: bytes
+    info: ObjectInfo
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    """A flat namespace of keys to bytes: a bucket (with an optional prefix) or a local folder."""
+
+    def get(self, key: str, *, max_bytes: int) -> StoredObject:
+        """Read the object, raising ``ObjectTooLarge`` before reading more than ``max_bytes``."""
+        ...
+
+    def head(self, key: str) -> ObjectInfo:
+        """Describe the object without reading it; ``ObjectNotFound`` when absent."""
+        ...
+
+    def put(
+        self, key: str, data: bytes, *, content_type: str, metadata: Mapping[str, str] | None = None
+    ) -> ObjectInfo:
+        """Write the object whole; readers see the old or the new content, never a mix."""
+        ...
+
+    def list(self, prefix: str = "", *, suffix: str | None = None) -> Iterator[ObjectInfo]:
+        """Objects whose key starts with ``prefix`` (a plain string prefix) and ends with ``suffix``."""
+        ...
+
+    def exists(self, key: str) -> bool:
+        """Whether the object exists."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove the object; a missing object is not an error."""
+        ...
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """How to reach S3-compatible stores; ``None`` credentials mean the standard AWS credential chain."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    max_attempts: int = 5
+    retry_mode: RetryMode = "standard"
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where objects live: ``s3://bucket/prefix`` or a local folder (``bucket`` is then its absolute path)."""
+
+    scheme: Literal["s3", "file"]
+    bucket: str
+    prefix: str = ""
+
+    def __str__(self) -> str:
+        if self.scheme == "file":
+            return self.bucket
+        return f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+
+
+def parse_location(uri: str) -> Location:
+    """Parse ``s3://bucket[/prefix]``, ``file:///abs/path`` or a plain (relative or absolute) folder path."""
+    if not uri:
+        raise InvalidParameter("empty storage location")
+    if uri.startswith("s3://"):
+        # Split by hand: S3 keys may legally contain "?" and "#", which urlparse would cut off.
+        bucket, _, prefix = uri[len("s3://") :].partition("/")
+        if not _BUCKET_NAME.fullmatch(bucket):
+            raise InvalidParameter(f"invalid S3 bucket name {bucket!r} in {uri!r}", details={"location": uri})
+        return Location("s3", bucket, normalize_prefix(prefix))
+    if uri.startswith("file:"):
+        parsed = urllib.parse.urlparse(uri)
+        if parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/"):
+            raise InvalidParameter(f"file URI must name an absolute local path: {uri!r}", details={"location": uri})
+        return Location("file", os.path.abspath(urllib.parse.unquote(parsed.path)))
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", uri):
+        raise InvalidParameter(f"unsupported storage scheme in {uri!r}", details={"location": uri})
+    return Location("file", os.path.abspath(os.path.expanduser(uri)))
+
+
+def open_store(location: Location | str, settings: StoreSettings | None = None) -> ObjectStore:
+    """The store for ``location``; ``settings`` apply to S3 locations only."""
+    # Imported here: the implementations import this module, and boto3 loads only when an S3 location is used.
+    from storage.local import LocalStore
+    from storage.s3 import S3Store
+
+    where = parse_location(location) if isinstance(location, str) else location
+    if where.scheme == "file":
+        return LocalStore(where.bucket)
+    s3 = settings or StoreSettings()
+    return S3Store(
+        where.bucket,
+        where.prefix,
+        endpoint_url=s3.endpoint_url,
+        region=s3.region,
+        access_key=s3.access_key,
+        secret_key=s3.secret_key,
+        max_attempts=s3.max_attempts,
+        retry_mode=s3.retry_mode,
+        connect_timeout_s=s3.connect_timeout_s,
+        read_timeout_s=s3.read_timeout_s,
+    )
+
+
+def normalize_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
+    """User metadata as S3 stores it (lowercase names), refusing what an HTTP header cannot carry unchanged."""
+    normalized = {name.lower(): value for name, value in (metadata or {}).items()}
+    for name, value in normalized.items():
+        if not _METADATA_NAME.fullmatch(name):
+            raise InvalidParameter(f"invalid metadata name {name!r}", details={"name": name})
+        if not isinstance(value, str) or not _METADATA_VALUE.fullmatch(value) or value != value.strip():
+            raise InvalidParameter(
+                f"metadata {name!r} must be printable ASCII without surrounding spaces", details={"name": name}
+            )
+    total_bytes = sum(len(name) + len(value) for name, value in normalized.items())
+    if total_bytes > MAX_METADATA_BYTES:
+        raise InvalidParameter(
+            f"user metadata has {total_bytes} bytes, more than {MAX_METADATA_BYTES}",
+            details={"size_bytes": total_bytes},
+        )
+    return normalized

@@ -1,0 +1,91 @@
+"""Errors raised by object stores, placed in the service's one error tree.
+
+Store failures are 5xx (our side); a bad key or an oversized object is the caller's input (4xx). S3 failures keep the
+S3 error code, HTTP status and request id, so a log line can be matched with the provider's own logs.
+
+    StorageError (deployments.common.errors)   502 storage_error
+    └── ObjectStoreError                        502 storage_error   (unmapped S3 failures)
+        ├── ObjectNotFound                      502 object_not_found
+        ├── BucketNotFound                      502 bucket_not_found
+        ├── AccessDenied                        502 access_denied
+        └── StoreUnavailable                    503 store_unavailable  (transient: retry later)
+    InvalidParameter (deployments.common.errors)
+    └── InvalidKey                              422 invalid_key
+    ImageTooLarge (deployments.common.errors)
+    └── ObjectTooLarge                          413 image_too_large  (same code as an oversized HTTP upload)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deployments.common.errors import ImageTooLarge, InvalidParameter, StorageError
+
+
+class ObjectStoreError(StorageError):
+    """A store operation failed; carries what is known about the failing request."""
+
+    retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        key: str | None = None,
+        bucket: str | None = None,
+        status: int | None = None,
+        request_id: str | None = None,
+        s3_code: str | None = None,
+    ) -> None:
+        found = {"key": key, "bucket": bucket, "status": status, "request_id": request_id, "s3_code": s3_code}
+        details: dict[str, Any] = {name: value for name, value in found.items() if value is not None}
+        super().__init__(message, details=details)
+        self.key = key
+        self.bucket = bucket
+        self.status = status
+        self.request_id = request_id
+        self.s3_code = s3_code
+
+
+class ObjectNotFound(ObjectStoreError):
+    code = "object_not_found"
+
+
+class BucketNotFound(ObjectStoreError):
+    code = "bucket_not_found"
+
+
+class AccessDenied(ObjectStoreError):
+    code = "access_denied"
+
+
+class StoreUnavailable(ObjectStoreError):
+    """The store did not answer (connection refused, timeout, throttling, 5xx) even after retries."""
+
+    code = "store_unavailable"
+    http_status = 503
+    retryable = True
+
+
+class InvalidKey(InvalidParameter):
+    """A key that could escape its prefix or cannot be stored the same way on S3 and on a local folder."""
+
+    code = "invalid_key"
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"invalid object key {key!r}: {reason}", details={"key": key, "reason": reason})
+        self.key = key
+        self.reason = reason
+
+
+class ObjectTooLarge(ImageTooLarge):
+    """The object is bigger than the caller's byte cap; raised before the object is read whole."""
+
+    def __init__(self, key: str, *, size_bytes: int, max_bytes: int) -> None:
+        super().__init__(
+            f"object {key!r} has {size_bytes} bytes, more than the limit of {max_bytes}",
+            details={"key": key, "size_bytes": size_bytes, "max_bytes": max_bytes},
+        )
+        self.key = key
+        self.size_bytes = size_bytes
+        self.max_bytes = max_bytes

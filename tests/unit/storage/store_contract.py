@@ -1,0 +1,152 @@
+"""The behaviour every ``ObjectStore`` must show, written once and run against each implementation.
+
+A test module subclasses ``ObjectStoreContract`` (named so pytest does not collect it on its own) and provides a
+``store`` fixture yielding an empty store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from deployments.common.errors import InvalidParameter
+from storage.base import ObjectStore
+from storage.errors import InvalidKey, ObjectNotFound, ObjectTooLarge
+
+UNICODE_KEY = "in/Zoë & friends/photo 1+2 %41 — 写真.jpg"
+BAD_KEYS = ["", "../x", "in/../../x", "/etc/passwd", "in\\x.jpg", "in/x\x00.jpg", "in//x.jpg", "in/", "./x"]
+CLOCK_SLACK = timedelta(seconds=60)
+
+
+class ObjectStoreContract:
+    def test_satisfies_the_protocol(self, store: ObjectStore) -> None:
+        assert isinstance(store, ObjectStore)
+
+    def test_put_then_get_round_trips_bytes_unicode_key_and_metadata(self, store: ObjectStore) -> None:
+        data = b"\xff\xd8 portrait bytes"
+        store.put(UNICODE_KEY, data, content_type="image/jpeg", metadata={"Source-ETag": "abc", "job": "restore"})
+
+        stored = store.get(UNICODE_KEY, max_bytes=1024)
+
+        assert stored.data == data
+        assert stored.info.key == UNICODE_KEY
+        assert stored.info.size_bytes == len(data)
+        assert stored.info.etag == hashlib.md5(data).hexdigest()
+        assert stored.info.content_type == "image/jpeg"
+        assert stored.info.user_metadata == {"source-etag": "abc", "job": "restore"}
+
+    def test_put_reports_what_head_reports(self, store: ObjectStore) -> None:
+        written = store.put("a.png", b"png", content_type="image/png", metadata={"k": "v"})
+
+        described = store.head("a.png")
+
+        assert (written.key, written.size_bytes, written.etag) == (described.key, described.size_bytes, described.etag)
+        assert (written.content_type, written.user_metadata) == (described.content_type, described.user_metadata)
+        assert written.version_id == described.version_id
+        assert abs(written.last_modified - described.last_modified) < timedelta(seconds=2)
+
+    def test_head_gives_an_aware_recent_timestamp(self, store: ObjectStore) -> None:
+        store.put("t.jpg", b"x", content_type="image/jpeg")
+
+        modified = store.head("t.jpg").last_modified
+
+        assert modified.tzinfo is not None
+        assert abs(datetime.now(UTC) - modified) < CLOCK_SLACK
+
+    def test_overwrite_replaces_content_metadata_and_etag(self, store: ObjectStore) -> None:
+        first = store.put("k.jpg", b"first", content_type="image/jpeg", metadata={"n": "1"})
+        second = store.put("k.jpg", b"second!", content_type="image/png")
+
+        assert second.etag != first.etag
+        assert store.get("k.jpg", max_bytes=100).data == b"second!"
+        described = store.head("k.jpg")
+        assert (described.content_type, described.user_metadata) == ("image/png", {})
+
+    def test_empty_object_round_trips(self, store: ObjectStore) -> None:
+        store.put("empty.bin", b"", content_type="application/octet-stream")
+
+        stored = store.get("empty.bin", max_bytes=0)
+
+        assert stored.data == b""
+        assert stored.info.etag == hashlib.md5(b"").hexdigest()
+
+    def test_get_accepts_exactly_max_bytes(self, store: ObjectStore) -> None:
+        store.put("cap.bin", b"12345", content_type="application/octet-stream")
+
+        assert store.get("cap.bin", max_bytes=5).data == b"12345"
+
+    def test_get_refuses_an_object_over_max_bytes(self, store: ObjectStore) -> None:
+        store.put("big.bin", b"x" * 2048, content_type="application/octet-stream")
+
+        with pytest.raises(ObjectTooLarge) as refused:
+            store.get("big.bin", max_bytes=2047)
+
+        assert (refused.value.size_bytes, refused.value.max_bytes, refused.value.http_status) == (2048, 2047, 413)
+        assert refused.value.code == "image_too_large"
+
+    def test_missing_object_is_object_not_found(self, store: ObjectStore) -> None:
+        with pytest.raises(ObjectNotFound):
+            store.get("missing.jpg", max_bytes=10)
+        with pytest.raises(ObjectNotFound):
+            store.head("missing.jpg")
+        assert not store.exists("missing.jpg")
+
+    def test_exists_after_put(self, store: ObjectStore) -> None:
+        store.put("here.jpg", b"x", content_type="image/jpeg")
+
+        assert store.exists("here.jpg")
+
+    def test_delete_removes_and_is_idempotent(self, store: ObjectStore) -> None:
+        store.put("gone.jpg", b"x", content_type="image/jpeg", metadata={"a": "b"})
+
+        store.delete("gone.jpg")
+        store.delete("gone.jpg")
+
+        assert not store.exists("gone.jpg")
+        assert list(store.list()) == []
+
+    def test_list_filters_by_prefix_and_suffix(self, store: ObjectStore) -> None:
+        keys = ["in/b.jpg", "in/a.png", "in/a.jpg", "in/sub/c.jpg", "in.jpg", "out/x.jpg", "in/é.jpg"]
+        for key in keys:
+            store.put(key, key.encode(), content_type="image/jpeg")
+
+        def listed(prefix: str = "", suffix: str | None = None) -> list[str]:
+            return sorted(info.key for info in store.list(prefix, suffix=suffix))  # order is not promised
+
+        assert listed() == sorted(keys)
+        assert listed("in/") == ["in/a.jpg", "in/a.png", "in/b.jpg", "in/sub/c.jpg", "in/é.jpg"]
+        assert listed("in/", ".jpg") == ["in/a.jpg", "in/b.jpg", "in/sub/c.jpg", "in/é.jpg"]
+        assert listed("in/a") == ["in/a.jpg", "in/a.png"]
+        assert listed("nothing/") == []
+
+    def test_list_describes_size_and_etag_but_not_metadata(self, store: ObjectStore) -> None:
+        written = store.put("in/a.jpg", b"abc", content_type="image/jpeg", metadata={"k": "v"})
+
+        (listed,) = store.list("in/")
+
+        assert (listed.key, listed.size_bytes, listed.etag) == ("in/a.jpg", 3, written.etag)
+        assert (listed.content_type, listed.user_metadata) == (None, {})
+        assert listed.last_modified.tzinfo is not None
+
+    @pytest.mark.parametrize("key", BAD_KEYS)
+    def test_bad_keys_are_refused(self, store: ObjectStore, key: str) -> None:
+        with pytest.raises(InvalidKey):
+            store.put(key, b"x", content_type="image/jpeg")
+        with pytest.raises(InvalidKey):
+            store.get(key, max_bytes=10)
+        with pytest.raises(InvalidKey):
+            store.head(key)
+        with pytest.raises(InvalidKey):
+            store.delete(key)
+
+    def test_list_prefix_cannot_climb_out(self, store: ObjectStore) -> None:
+        with pytest.raises(InvalidKey):
+            store.list("../")
+
+    @pytest.mark.parametrize("metadata", [{"name": "Zoë"}, {"bad name": "x"}, {"k": " padded "}, {"k": "x" * 2100}])
+    def test_metadata_that_s3_headers_cannot_carry_is_refused(self, store: ObjectStore, metadata: dict) -> None:
+        with pytest.raises(InvalidParameter):
+            store.put("m.jpg", b"x", content_type="image/jpeg", metadata=metadata)
+        assert not store.exists("m.jpg")

@@ -1,0 +1,133 @@
+"""``LocalStore``: the shared store contract, plus what only a folder can get wrong (sidecars, temp files, races)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from storage.errors import InvalidKey, ObjectStoreError
+from storage.local import HIDDEN_DIR, LocalStore
+from tests.unit.storage.store_contract import ObjectStoreContract
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalStore:
+    return LocalStore(tmp_path / "bucket")
+
+
+class TestLocalStoreContract(ObjectStoreContract):
+    pass
+
+
+def test_objects_are_plain_files_and_bookkeeping_stays_out_of_listings(store: LocalStore) -> None:
+    store.put("in/cat.jpg", b"cat", content_type="image/jpeg", metadata={"k": "v"})
+
+    assert (store.root / "in" / "cat.jpg").read_bytes() == b"cat"
+    assert (store.root / HIDDEN_DIR).is_dir()
+    assert [info.key for info in store.list()] == ["in/cat.jpg"]
+
+
+def test_bookkeeping_folder_is_not_a_key(store: LocalStore) -> None:
+    store.put("a.jpg", b"x", content_type="image/jpeg", metadata={"k": "v"})
+
+    with pytest.raises(InvalidKey):
+        store.put(f"{HIDDEN_DIR}/meta/x.json", b"{}", content_type="application/json")
+    with pytest.raises(InvalidKey):
+        store.head(f"{HIDDEN_DIR}/meta/a.jpg.json")
+    assert list(store.list(f"{HIDDEN_DIR}/")) == []
+
+
+def test_file_dropped_by_hand_is_an_object(store: LocalStore) -> None:
+    (store.root / "in").mkdir(parents=True)
+    (store.root / "in" / "dropped.png").write_bytes(b"png bytes")
+
+    described = store.head("in/dropped.png")
+
+    assert described.etag == hashlib.md5(b"png bytes").hexdigest()
+    assert (described.content_type, described.user_metadata) == ("image/png", {})
+    assert [info.key for info in store.list("in/")] == ["in/dropped.png"]
+
+
+def test_file_replaced_behind_the_store_loses_stale_metadata(store: LocalStore) -> None:
+    store.put("a.jpg", b"old", content_type="image/png", metadata={"k": "v"})
+    (store.root / "a.jpg").write_bytes(b"replaced by hand")
+
+    described = store.head("a.jpg")
+
+    assert described.etag == hashlib.md5(b"replaced by hand").hexdigest()
+    assert (described.content_type, described.user_metadata) == ("image/jpeg", {})
+
+
+def test_put_leaves_no_temporary_files(store: LocalStore) -> None:
+    store.put("a.jpg", b"1", content_type="image/jpeg", metadata={"k": "v"})
+    store.put("a.jpg", b"2", content_type="image/jpeg")
+
+    assert list((store.root / HIDDEN_DIR / "tmp").iterdir()) == []
+
+
+def test_readers_never_see_a_partial_overwrite(store: LocalStore) -> None:
+    versions = [b"a" * 300_000, b"b" * 200_000]
+    store.put("photo.jpg", versions[0], content_type="image/jpeg")
+    done = threading.Event()
+
+    def overwrite() -> None:
+        for round_index in range(60):
+            store.put("photo.jpg", versions[round_index % 2], content_type="image/jpeg")
+        done.set()
+
+    writer = threading.Thread(target=overwrite)
+    writer.start()
+    seen = set()
+    while not done.is_set():
+        stored = store.get("photo.jpg", max_bytes=1_000_000)
+        assert stored.data in versions
+        assert stored.info.etag == hashlib.md5(stored.data).hexdigest()
+        seen.add(stored.data[:1])
+    writer.join()
+    assert seen  # the reader ran while the writer was busy
+
+
+def test_failed_write_keeps_the_old_object_and_raises(store: LocalStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    store.put("a.jpg", b"old", content_type="image/jpeg")
+    real_replace = os.replace
+
+    def full_disk(source: str, target: str) -> None:
+        if Path(target) == store.root / "a.jpg":
+            raise OSError(28, "No space left on device")
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", full_disk)
+
+    with pytest.raises(ObjectStoreError, match="No space left"):
+        store.put("a.jpg", b"new", content_type="image/jpeg")
+
+    monkeypatch.undo()
+    assert store.get("a.jpg", max_bytes=10).data == b"old"
+    assert list((store.root / HIDDEN_DIR / "tmp").iterdir()) == []
+
+
+def test_key_under_an_existing_object_is_refused(store: LocalStore) -> None:
+    store.put("a", b"file", content_type="text/plain")
+
+    with pytest.raises(InvalidKey):
+        store.put("a/b.jpg", b"x", content_type="image/jpeg")
+
+
+def test_key_naming_a_folder_of_objects_is_refused_and_not_found(store: LocalStore) -> None:
+    store.put("a/b.jpg", b"x", content_type="image/jpeg")
+
+    with pytest.raises(InvalidKey):
+        store.put("a", b"x", content_type="text/plain")
+    assert not store.exists("a")
+
+
+def test_stores_on_different_folders_share_nothing(tmp_path: Path) -> None:
+    first, second = LocalStore(tmp_path / "one"), LocalStore(tmp_path / "two")
+    first.put("a.jpg", b"1", content_type="image/jpeg")
+
+    assert not second.exists("a.jpg")
+    assert list(second.list()) == []

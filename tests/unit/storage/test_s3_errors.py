@@ -1,0 +1,109 @@
+"""``S3Store`` error mapping and byte cap, with botocore's ``Stubber`` standing in for the network."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import botocore.exceptions
+import pytest
+from botocore.response import StreamingBody
+from botocore.stub import Stubber
+
+from storage.errors import (
+    AccessDenied,
+    BucketNotFound,
+    ObjectNotFound,
+    ObjectStoreError,
+    ObjectTooLarge,
+    StoreUnavailable,
+)
+from storage.s3 import S3Store
+
+
+@pytest.fixture(scope="module")
+def store() -> S3Store:
+    """One client for the module: building a boto3 client costs about half a second."""
+    return S3Store(
+        "photos", "in", endpoint_url="http://127.0.0.1:9", region="us-east-1", access_key="k", secret_key="s"
+    )
+
+
+@pytest.fixture
+def stub(store: S3Store) -> Iterator[Stubber]:
+    with Stubber(store._client) as stubber:
+        yield stubber
+        stubber.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(
+    ("s3_code", "status", "expected"),
+    [
+        ("NoSuchKey", 404, ObjectNotFound),
+        ("404", 404, ObjectNotFound),  # HEAD replies carry no body, so the code is the status
+        ("NoSuchBucket", 404, BucketNotFound),
+        ("AccessDenied", 403, AccessDenied),
+        ("InvalidAccessKeyId", 403, AccessDenied),
+        ("SlowDown", 503, StoreUnavailable),
+        ("SomethingNew", 500, StoreUnavailable),  # unknown code: the status decides
+        ("SomethingNew", 400, ObjectStoreError),
+    ],
+)
+def test_client_errors_map_to_one_exception_each(
+    store: S3Store, stub: Stubber, s3_code: str, status: int, expected: type[ObjectStoreError]
+) -> None:
+    stub.add_client_error(
+        "get_object",
+        service_error_code=s3_code,
+        service_message="told by S3",
+        http_status_code=status,
+        response_meta={"RequestId": "REQ123"},
+        expected_params={"Bucket": "photos", "Key": "in/a b.jpg"},
+    )
+
+    with pytest.raises(expected) as raised:
+        store.get("a b.jpg", max_bytes=10)
+
+    error = raised.value
+    assert type(error) is expected
+    assert (error.key, error.bucket, error.status, error.request_id, error.s3_code) == (
+        "a b.jpg", "photos", status, "REQ123", s3_code
+    )
+    assert error.details["request_id"] == "REQ123"
+    assert isinstance(error.__cause__, botocore.exceptions.ClientError)
+    assert error.retryable is (expected is StoreUnavailable)
+
+
+def test_size_is_checked_before_the_body_is_read(store: S3Store, stub: Stubber) -> None:
+    class UnreadableBody(io.BytesIO):
+        def read(self, size: int | None = -1) -> bytes:
+            raise AssertionError("body read although Content-Length was over the cap")
+
+    body = StreamingBody(UnreadableBody(), 100)
+    stub.add_response("get_object", _get_reply(body, content_length=100))
+
+    with pytest.raises(ObjectTooLarge) as refused:
+        store.get("big.jpg", max_bytes=99)
+
+    assert refused.value.size_bytes == 100
+
+
+def test_a_body_longer_than_announced_is_cut_at_the_cap(store: S3Store, stub: Stubber) -> None:
+    body = StreamingBody(io.BytesIO(b"x" * 5000), 5000)
+    stub.add_response("get_object", _get_reply(body, content_length=10))
+
+    with pytest.raises(ObjectTooLarge) as refused:
+        store.get("liar.jpg", max_bytes=100)
+
+    assert refused.value.size_bytes == 101
+
+
+def _get_reply(body: StreamingBody, *, content_length: int) -> dict:
+    return {
+        "Body": body,
+        "ContentLength": content_length,
+        "ETag": '"0123"',
+        "LastModified": datetime(2026, 1, 1, tzinfo=UTC),
+        "ContentType": "image/jpeg",
+    }
