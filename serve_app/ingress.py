@@ -4,49 +4,36 @@ Imports no torch (each ingress replica would pay ~140 MiB for it): the model cod
 (No ``from __future__ import annotations``: Serve resolves the route annotations at run time.)
 """
 
-import asyncio
 import logging
 from typing import Any
 
-import numpy as np
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-from deployments.faces.types import Face
+from serve_app.handles import HandleBackend
 from serve_app.routes import create_api
 from serve_app.settings import get_settings
 
 logger = logging.getLogger(__name__)
 
+
+class IngressBackend(HandleBackend):
+    """The handles' backend, plus the ingress's own line in ``/healthz``."""
+
+    async def health(self) -> dict[str, dict[str, Any]]:
+        return {"Ingress": {"status": "ok"}, **await super().health()}
+
+
 @serve.deployment(name="Ingress")
 @serve.ingress()
 class Ingress:
-    """Implements the ``Backend`` protocol of ``serve_app.service`` with DeploymentHandles."""
-
-    def __init__(self, analyzer: DeploymentHandle) -> None:
-        self._analyzer = analyzer
-        self._model_handles = {"FaceAnalyzer": analyzer}
+    def __init__(self, analyzer: DeploymentHandle, restorers: dict[str, DeploymentHandle]) -> None:
+        self._settings = get_settings()
+        self._backend = IngressBackend(analyzer, restorers, self._settings.open_model_store().manifest)
 
     def __serve_build_asgi_app__(self):
-        """Serve calls this after ``__init__``: the routes get this replica as their backend."""
+        """Serve calls this after ``__init__``: the routes get the handles' backend."""
         api = create_api()
-        api.state.backend = self
-        api.state.settings = get_settings()
+        api.state.backend = self._backend
+        api.state.settings = self._settings
         return api
-
-    async def analyze_faces(self, image: np.ndarray) -> list[Face]:
-        return await self._analyzer.analyze.remote(image)
-
-    async def health(self) -> dict[str, dict[str, Any]]:
-        names = list(self._model_handles)
-        reports = await asyncio.gather(
-            *(self._model_handles[name].health.remote() for name in names), return_exceptions=True
-        )
-        result: dict[str, dict[str, Any]] = {"Ingress": {"status": "ok"}}
-        for name, report in zip(names, reports):
-            if isinstance(report, BaseException):
-                logger.warning("health probe of %s failed: %s", name, report)
-                result[name] = {"status": "failing", "error": f"{type(report).__name__}: {report}"}
-            else:
-                result[name] = report
-        return result

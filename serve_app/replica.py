@@ -34,6 +34,28 @@ def limit_cpu_threads(num_threads: int = 1) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", str(num_threads))
 
 
+def torch_threads(num_threads: int = 1) -> None:
+    """Torch replicas: one intra-op thread each (``limit_cpu_threads`` plus torch's own pool)."""
+    import torch
+
+    limit_cpu_threads(num_threads)
+    torch.set_num_threads(num_threads)
+
+
+def gpu_facts() -> dict[str, Any]:
+    """GPU memory this replica holds, when CUDA is present (``/healthz`` shows it)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {"device": "cpu"}
+    return {
+        "device": torch.cuda.get_device_name(),
+        "gpu_memory_allocated_mib": round(torch.cuda.memory_allocated() / 2**20, 1),
+        "gpu_memory_reserved_mib": round(torch.cuda.memory_reserved() / 2**20, 1),
+        "gpu_memory_peak_mib": round(torch.cuda.max_memory_allocated() / 2**20, 1),
+    }
+
+
 def replica_facts() -> dict[str, Any]:
     """Identity of the replica answering a health probe."""
     from ray import serve

@@ -6,9 +6,14 @@
 import logging
 
 from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
 
 from deployments.common.errors import ServiceError
+from deployments.common.params import parse_params
+from deployments.restore.params import RestoreParams
 from serve_app.errors import install_error_handlers
+from serve_app.jobs.restore import restore_photo
+from serve_app.jobs.results import JobResult
 from serve_app.schemas import ErrorOut, FacesOut, HealthOut
 from serve_app.service import SERVICE_VERSION, Backend, Limits, find_faces
 from serve_app.settings import Settings, get_settings
@@ -17,20 +22,6 @@ from serve_app.uploads import read_upload
 logger = logging.getLogger(__name__)
 
 _ERRORS = {status: {"model": ErrorOut} for status in (400, 413, 415, 422, 503)}
-_IMAGE_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {"type": "object", "required": ["image"], "properties": {"image": {"type": "string", "format": "binary"}}}
-            },
-            "application/json": {
-                "schema": {"type": "object", "required": ["image_b64"], "properties": {"image_b64": {"type": "string"}}}
-            },
-            "image/*": {"schema": {"type": "string", "format": "binary"}},
-        },
-    }
-}
 
 
 def _backend(request: Request) -> Backend:
@@ -46,6 +37,31 @@ def _settings(request: Request) -> Settings:
 
 def _limits(settings: Settings) -> Limits:
     return Limits(max_bytes=settings.max_image_bytes, max_pixels=settings.max_image_pixels)
+
+
+def _job_response(result: JobResult, return_: str) -> Response:
+    if return_ == "json":
+        return JSONResponse(result.to_json(), headers=result.headers())
+    return Response(content=result.body, media_type=result.media_type, headers=result.headers())
+
+
+def _image_body(params_model: type | None = None) -> dict:
+    """OpenAPI request body of an image route: the image plus the route's options, as multipart or JSON."""
+    options = params_model.model_json_schema(by_alias=True) if params_model else {"type": "object", "properties": {}}
+    multipart = {**options, "required": ["image"]}
+    multipart["properties"] = {"image": {"type": "string", "format": "binary"}, **options.get("properties", {})}
+    as_json = {**options, "required": ["image_b64"]}
+    as_json["properties"] = {"image_b64": {"type": "string"}, **options.get("properties", {})}
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {"schema": multipart},
+                "application/json": {"schema": as_json},
+                "image/*": {"schema": {"type": "string", "format": "binary"}},
+            },
+        }
+    }
 
 
 def create_api() -> FastAPI:
@@ -89,11 +105,28 @@ def create_api() -> FastAPI:
             ]
         }
 
-    @api.post("/v1/faces", response_model=FacesOut, responses=_ERRORS, openapi_extra=_IMAGE_BODY, tags=["faces"])
+    @api.post("/v1/faces", response_model=FacesOut, responses=_ERRORS, openapi_extra=_image_body(), tags=["faces"])
     async def faces(request: Request) -> FacesOut:
         """Every face: box, score, 5 landmarks and roll, in original-image pixels after EXIF orientation."""
         settings = _settings(request)
         upload = await read_upload(request, max_bytes=settings.max_image_bytes)
         return await find_faces(_backend(request), upload.data, _limits(settings))
+
+    @api.post(
+        "/v1/restore",
+        responses={200: {"content": {"image/png": {}, "image/jpeg": {}}}, **_ERRORS},
+        openapi_extra=_image_body(RestoreParams),
+        tags=["jobs"],
+    )
+    async def restore(request: Request) -> Response:
+        """Restore every face of a photo with GPEN (or the classic engine when weights are absent) and paste it back.
+
+        The ``X-Portrait-Engine`` header (and ``meta.engine`` with ``return=json``) names the engine that ran.
+        """
+        settings = _settings(request)
+        upload = await read_upload(request, max_bytes=settings.max_image_bytes)
+        params = parse_params(RestoreParams, upload.fields)
+        result = await restore_photo(_backend(request), upload.data, params, _limits(settings))
+        return _job_response(result, params.return_)
 
     return api

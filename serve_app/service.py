@@ -19,6 +19,7 @@ import numpy as np
 
 from deployments.common.image import DecodedImage, decode_image
 from deployments.faces.types import Face
+from deployments.restore.types import RestoredFace
 from serve_app.schemas import FaceOut, FacesOut
 
 try:
@@ -37,6 +38,12 @@ class Backend(Protocol):
     """The model stages one request may await; each call is one item of a batched deployment."""
 
     async def analyze_faces(self, image: np.ndarray) -> list[Face]: ...
+
+    async def restore_face(self, crop: np.ndarray, model: str) -> RestoredFace: ...
+
+    def restore_template(self, model: str) -> str:
+        """The alignment template the restorer of ``model`` expects (e.g. ``gpen-512``)."""
+        ...
 
     async def health(self) -> dict[str, dict[str, Any]]: ...
 

@@ -197,7 +197,15 @@ def encode_image(
     else:
         raise InvalidParameter(f"output format must be one of {sorted(MEDIA_TYPES)}, got {fmt!r}")
     buffer = io.BytesIO()
-    image.save(buffer, format=pil_format, **options)
+    try:
+        image.save(buffer, format=pil_format, **options)
+    except OSError:
+        if not options.get("optimize"):
+            raise
+        # Pillow sizes libjpeg's buffer for optimized Huffman tables at W*H bytes; noisy photos at high quality
+        # compress to more than that. Encode again with standard tables (a few percent larger, always fits).
+        buffer = io.BytesIO()
+        image.save(buffer, format=pil_format, **{**options, "optimize": False})
     return buffer.getvalue()
 
 

@@ -133,3 +133,14 @@ def align_face(image_rgb: np.ndarray, landmarks: np.ndarray, template: AlignTemp
         borderValue=template.border_rgb,
     )
     return AlignedFace(crop=crop, matrix=matrix)
+
+
+def rescale_crop_matrix(matrix: np.ndarray, from_px: int, to_px: int) -> np.ndarray:
+    """The image->crop matrix for the same crop resampled from ``from_px`` to ``to_px`` pixels a side.
+
+    Models may return a face at another size than it was aligned at (GPEN-256 fed a 512 crop, a test's tiny model);
+    pixel centres map as ``x_to = (x_from + 0.5) * r - 0.5``.
+    """
+    ratio = to_px / from_px
+    resample = np.array([[ratio, 0.0, 0.5 * ratio - 0.5], [0.0, ratio, 0.5 * ratio - 0.5], [0.0, 0.0, 1.0]])
+    return (resample @ np.vstack([np.asarray(matrix, dtype=np.float64), [0.0, 0.0, 1.0]]))[:2]

@@ -42,13 +42,33 @@ def serve_config(port: int, env_vars: dict[str, str], args: dict) -> dict:
     return config
 
 
+# A GPEN small enough for CPU tests: same architecture family, 32 px, a few channels; random weights.
+TINY_GPEN = {"size": 32, "style_dim": 16, "n_mlp": 1, "channel_multiplier": 1, "narrow": 1 / 32}
+
+
 @pytest.fixture(scope="session")
-def serve_model_store(tmp_path_factory) -> Path:
-    """A model store for the Serve session: the built-in models linked in; tests' tiny checkpoints are added."""
+def serve_model_store(tmp_path_factory) -> tuple[Path, Path]:
+    """(store root, manifest) for the Serve session: the built-in models linked in, plus a tiny generated GPEN
+    standing in for ``gpen-bfr-512`` (pinned by its sha256 in a copy of the manifest). ``gpen-bfr-256`` stays
+    absent, so that deployment serves the classic engine."""
+    import torch
+
+    from deployments.common.weights import sha256_of
+    from deployments.restore.gpen import GpenConfig, build_gpen
+
     root = tmp_path_factory.mktemp("serve-models")
     builtin = Path(os.environ.get("PORTRAIT_MODEL_STORE", REPO_ROOT / "models")) / "mediapipe"
     (root / "mediapipe").symlink_to(builtin, target_is_directory=True)
-    return root
+    torch.manual_seed(0)
+    checkpoint = root / "gpen" / "GPEN-BFR-512.pth"
+    checkpoint.parent.mkdir()
+    torch.save(build_gpen(GpenConfig(**TINY_GPEN)).state_dict(), checkpoint)
+    manifest = yaml.safe_load((REPO_ROOT / "configs" / "models.yaml").read_text(encoding="utf-8"))
+    entry = manifest["models"]["gpen-bfr-512"]
+    entry.update(sha256=sha256_of(checkpoint), size_bytes=checkpoint.stat().st_size, args=TINY_GPEN)
+    manifest_path = root / "models.yaml"
+    manifest_path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    return root, manifest_path
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +84,8 @@ def serve_url(serve_model_store, serve_app_args) -> str:
 
     os.environ.update(RAY_ENV)
     port = _free_port()
-    env_vars = {**RAY_ENV, "PORTRAIT_MODEL_STORE": str(serve_model_store)}
+    store_root, manifest = serve_model_store
+    env_vars = {**RAY_ENV, "PORTRAIT_MODEL_STORE": str(store_root), "PORTRAIT_MODELS_MANIFEST": str(manifest)}
     config = ServeDeploySchema.model_validate(serve_config(port, env_vars, serve_app_args))
     ray.init(
         num_cpus=2,

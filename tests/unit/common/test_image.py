@@ -170,3 +170,9 @@ def test_resize_alpha_follows_the_output_size():
     alpha = np.zeros((10, 20), np.uint8)
     assert resize_alpha(alpha, 40, 20).shape == (20, 40)
     assert resize_alpha(None, 40, 20) is None
+
+
+def test_jpeg_of_pure_noise_at_quality_100_encodes():
+    noise = np.random.default_rng(0).integers(0, 256, (300, 300, 3), dtype=np.uint8)
+    data = encode_image(noise, "jpeg", quality=100, subsampling="4:4:4")
+    assert Image.open(io.BytesIO(data)).size == (300, 300)

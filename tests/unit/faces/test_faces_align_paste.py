@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from deployments.common.errors import InvalidParameter
-from deployments.faces.align import TEMPLATES, align_face, estimate_similarity, get_template
+from deployments.faces.align import TEMPLATES, align_face, estimate_similarity, get_template, rescale_crop_matrix
 from deployments.faces.paste import paste_back
 
 
@@ -103,3 +103,12 @@ def test_paste_back_rejects_bad_parameters(astronaut_rgb):
             paste_back(astronaut_rgb, [(crop, matrix)], **kwargs)
     with pytest.raises(InvalidParameter):
         paste_back(astronaut_rgb.astype(np.float32), [(crop, matrix)])
+
+
+def test_rescaled_matrix_maps_to_the_same_face_at_another_size(astronaut_rgb):
+    eyes_nose_mouth = np.array([[204, 101], [247, 104], [226, 128], [209, 149], [242, 151]], dtype=np.float64)
+    aligned = align_face(astronaut_rgb, eyes_nose_mouth, "gpen-512")
+    small = cv2.resize(aligned.crop, (128, 128), interpolation=cv2.INTER_AREA)
+    matrix = rescale_crop_matrix(aligned.matrix, 512, 128)
+    direct = cv2.warpAffine(astronaut_rgb, matrix, (128, 128), flags=cv2.INTER_AREA)
+    assert np.abs(direct.astype(int) - small.astype(int)).mean() < 4

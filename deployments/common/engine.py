@@ -1,0 +1,32 @@
+"""Which engine produced a result: reported in every response (header ``X-Portrait-Engine`` and JSON metadata)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from deployments.common.weights import ModelStatus
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """``engine`` names the code path (``gpen``, ``classic-restore``...); ``weights`` the manifest entry it loaded."""
+
+    engine: str
+    neural: bool
+    weights: str | None = None
+    sha256: str | None = None
+    weights_state: str | None = None
+
+    @classmethod
+    def from_weights(cls, engine: str, status: ModelStatus) -> EngineInfo:
+        return cls(engine=engine, neural=True, weights=status.spec.name, sha256=status.sha256, weights_state=status.state.value)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "neural": self.neural,
+            "weights": self.weights,
+            "sha256": self.sha256,
+            "weights_state": self.weights_state,
+        }

@@ -1,0 +1,30 @@
+"""Options every job shares: output format and what to return. Each job's params extend ``JobParams``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from deployments.common.errors import InvalidParameter
+
+
+class JobParams(BaseModel):
+    """Validated the same way for HTTP forms, JSON bodies, bucket metadata and the CLI; unknown keys are refused."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, protected_namespaces=())
+
+    return_: Literal["image", "json"] = Field("image", alias="return", description="the image bytes, or JSON with metadata")
+
+
+def parse_params(model: type[JobParams], fields: dict) -> JobParams:
+    """Validate raw fields (strings from a form are coerced) into ``model``, or raise one clear ``InvalidParameter``."""
+    try:
+        return model.model_validate({key: value for key, value in fields.items() if value not in (None, "")})
+    except ValidationError as exc:
+        problems = [
+            {"field": ".".join(str(part) for part in error["loc"]) or "params", "problem": error["msg"]}
+            for error in exc.errors()
+        ]
+        message = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
+        raise InvalidParameter(message, details={"problems": problems}) from None

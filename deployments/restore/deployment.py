@@ -1,0 +1,50 @@
+"""``FaceRestorer``: one deployment per restoration model, batched over aligned face crops from any request."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+import numpy as np
+from ray import serve
+
+from deployments.restore.restorer import FaceRestorerEngine, RestorerOptions
+from deployments.restore.types import RestoredFace
+from serve_app.replica import BatchConfig, apply_batch_config, gpu_facts, replica_facts, torch_threads
+from serve_app.settings import get_settings
+
+
+@serve.deployment(name="FaceRestorer")
+class FaceRestorer:
+    def __init__(self, model_name: str) -> None:
+        torch_threads(1)
+        self._model_name = model_name
+        self._store = get_settings().open_model_store()
+        self._engine = FaceRestorerEngine(model_name, self._store)
+        self._batch = BatchConfig()
+
+    def reconfigure(self, user_config: dict[str, Any]) -> None:
+        """``user_config``: batch keys plus ``device``, ``autocast_dtype``, ``channels_last``."""
+        self._batch, rest = apply_batch_config(self.restore, user_config)
+        options = RestorerOptions(**rest)
+        if options != self._engine.options:
+            self._engine = FaceRestorerEngine(self._model_name, self._store, options)
+
+    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.02)
+    async def restore(self, crops: list[np.ndarray]) -> list[RestoredFace]:
+        return await asyncio.to_thread(self._engine.restore, crops)
+
+    async def health(self) -> dict[str, Any]:
+        info = self._engine.info
+        return {
+            "status": "ok" if info.neural else "degraded",
+            "engine": info.engine,
+            "model": self._model_name,
+            "input_size_px": self._engine.size_px,
+            "models": [self._store.status(self._model_name).to_json()],
+            "batch": self._batch.model_dump(),
+            "options": dataclasses.asdict(self._engine.options),
+            **gpu_facts(),
+            **replica_facts(),
+        }

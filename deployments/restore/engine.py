@@ -1,0 +1,80 @@
+"""Pre/post-processing and batched inference for GPEN, as plain functions the deployment calls.
+
+Crops follow the package image contract (HxWx3 uint8 RGB). Pre-processing is the official one (``face_gan.py``:
+resize to the model size with ``cv2.resize`` default bilinear, /255, (x−0.5)/0.5), minus the BGR round trip since the
+model's channels are RGB. Post-processing is the official demo's: ×0.5+0.5, clip to [0, 1], ×255, truncate to uint8.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import cv2
+import numpy as np
+import torch
+
+from deployments.common.errors import InvalidParameter
+from deployments.restore.gpen import GpenGenerator
+
+AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def faces_to_tensor(crops: list[np.ndarray], size: int) -> torch.Tensor:
+    """Stack RGB uint8 crops into a B×3×size×size float32 tensor in [-1, 1], resizing crops that differ in size."""
+    if not crops:
+        return torch.empty((0, 3, size, size), dtype=torch.float32)
+    batch = np.empty((len(crops), size, size, 3), dtype=np.uint8)
+    for index, crop in enumerate(crops):
+        if not isinstance(crop, np.ndarray) or crop.dtype != np.uint8 or crop.ndim != 3 or crop.shape[2] != 3:
+            raise InvalidParameter(
+                f"crop {index}: expected HxWx3 uint8 RGB, got {getattr(crop, 'shape', None)} "
+                f"{getattr(crop, 'dtype', None)}"
+            )
+        batch[index] = crop if crop.shape[:2] == (size, size) else cv2.resize(crop, (size, size))
+    tensor = torch.from_numpy(batch) / 255.0
+    tensor = (tensor - 0.5) / 0.5
+    return tensor.permute(0, 3, 1, 2).contiguous()
+
+
+def tensor_to_faces(images: torch.Tensor) -> list[np.ndarray]:
+    """B×3×H×W model output in [-1, 1] (any float dtype, any device) → HxWx3 uint8 RGB faces, truncated."""
+    if images.ndim != 4 or images.shape[1] != 3:
+        raise InvalidParameter(f"expected B×3×H×W images, got {tuple(images.shape)}")
+    hwc = (images * 0.5 + 0.5).permute(0, 2, 3, 1).float().cpu().numpy()
+    scaled = np.clip(hwc, 0, 1) * 255.0
+    return [np.ascontiguousarray(face.astype(np.uint8)) for face in scaled]
+
+
+def restore_with_gpen(
+    model: GpenGenerator,
+    crops: list[np.ndarray],
+    *,
+    device: str | torch.device = "cpu",
+    autocast_dtype: str | None = None,
+    channels_last: bool = False,
+) -> list[np.ndarray]:
+    """Restore all crops in one forward pass; returns size×size RGB uint8 faces, one per crop, in order.
+
+    ``model`` is a loaded ``GpenGenerator`` already on ``device`` (convert it once to channels-last when passing
+    ``channels_last=True``). ``autocast_dtype`` ("bfloat16" or "float16") is honoured only on CUDA, where it pays off.
+    """
+    if not crops:
+        return []
+    torch_device = torch.device(device)
+    amp_dtype = _autocast_dtype(autocast_dtype, torch_device)
+    batch = faces_to_tensor(crops, model.config.size).to(torch_device)
+    if channels_last:
+        batch = batch.contiguous(memory_format=torch.channels_last)
+    amp = torch.autocast("cuda", dtype=amp_dtype) if amp_dtype is not None else contextlib.nullcontext()
+    with torch.inference_mode(), amp:
+        restored = model(batch)
+    return tensor_to_faces(restored)
+
+
+def _autocast_dtype(name: str | None, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype to use; None off CUDA, so CPU passes stay float32 (and match the official output)."""
+    if name is not None and name not in AUTOCAST_DTYPES:
+        raise InvalidParameter(f"autocast_dtype must be one of {sorted(AUTOCAST_DTYPES)} or None, got {name!r}")
+    if name is None or device.type != "cuda":
+        return None
+    return AUTOCAST_DTYPES[name]

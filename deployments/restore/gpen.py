@@ -1,0 +1,478 @@
+"""GPEN blind face restoration generator (Yang et al., CVPR 2021), in pure PyTorch.
+
+Computes the same function as ``FullGenerator`` in yangxy/GPEN ``face_model/gpen_model.py`` with the official
+``isconcat=True`` setting, and keeps its parameter names so the released ``GPEN-BFR-*.pth`` files load unchanged with
+a strict ``load_state_dict``. The fused CUDA ops of the original are replaced by their reference definitions
+(leaky ReLU with bias and gain √2; upfirdn2d as zero insertion, padding and a depthwise ``conv2d``), so the module
+runs on any device and traces cleanly.
+
+Architecture in one breath: an encoder of stride-2 convolutions (``ecd0`` … ``ecdN``) turns the face into feature
+maps from ``size`` down to 4×4 and, through ``final_linear`` and the StyleGAN2 mapping network, into one style vector;
+the StyleGAN2 decoder (``generator``) takes the encoder's feature maps where StyleGAN2 injects noise and concatenates
+them to its own activations, so the forward pass is deterministic.
+
+Weights are stored unscaled and multiplied by their He constant at run time (equalized learning rate), exactly as
+the original does, so the checkpoint values stay those of the released files.
+
+Tensors: ``B×3×size×size`` RGB float in [-1, 1] in, the same layout out (not clamped).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import pickle
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from deployments.common.errors import InvalidParameter, ModelUnavailable
+
+logger = logging.getLogger(__name__)
+
+_LEAKY_SLOPE = 0.2
+_LEAKY_GAIN = math.sqrt(2.0)
+_DEMOD_EPS = 1e-8
+_MIN_SIZE_PX = 8
+_MAX_SIZE_PX = 2048
+_MISMATCH_EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class GpenConfig:
+    """Hyper-parameters of one GPEN generator; the names and defaults are those of the official ``FullGenerator``."""
+
+    size: int
+    style_dim: int = 512
+    n_mlp: int = 8
+    channel_multiplier: int = 2
+    narrow: float = 1.0
+    blur_kernel: tuple[int, ...] = (1, 3, 3, 1)
+    lr_mlp: float = 0.01
+
+    def __post_init__(self) -> None:
+        if self.size < _MIN_SIZE_PX or self.size > _MAX_SIZE_PX or self.size & (self.size - 1):
+            raise InvalidParameter(
+                f"GPEN size must be a power of two in [{_MIN_SIZE_PX}, {_MAX_SIZE_PX}], got {self.size}"
+            )
+        if self.style_dim < 1 or self.n_mlp < 1 or self.channel_multiplier < 1 or self.narrow <= 0:
+            raise InvalidParameter(f"GPEN config needs positive dimensions, got {self}")
+        if self.channels_at(self.size) < 1:
+            raise InvalidParameter(f"GPEN config leaves no channels at {self.size} px: {self}")
+
+    @property
+    def log_size(self) -> int:
+        return self.size.bit_length() - 1
+
+    def channels_at(self, resolution_px: int) -> int:
+        """Feature channels at one resolution (the official ``channels`` table, truncation by ``int`` included)."""
+        if resolution_px <= 32:
+            return int(512 * self.narrow)
+        base = {64: 256, 128: 128, 256: 64, 512: 32, 1024: 16, 2048: 8}[resolution_px]
+        return int(base * self.channel_multiplier * self.narrow)
+
+
+GPEN_VARIANTS: dict[str, GpenConfig] = {
+    "gpen-bfr-512": GpenConfig(size=512, channel_multiplier=2, narrow=1.0),
+    "gpen-bfr-256": GpenConfig(size=256, channel_multiplier=1, narrow=0.5),
+}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Building blocks
+
+
+def upfirdn2d(x: torch.Tensor, kernel: torch.Tensor, *, up: int = 1, pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
+    """Upsample by zero insertion, pad, and convolve each channel with ``kernel`` (the official op with down=1)."""
+    batch, channels, height, width = x.shape
+    if up > 1:
+        x = x.reshape(batch, channels, height, 1, width, 1)
+        x = F.pad(x, [0, up - 1, 0, 0, 0, up - 1])
+        x = x.reshape(batch, channels, height * up, width * up)
+    x = F.pad(x, [pad[0], pad[1], pad[0], pad[1]])
+    taps = torch.flip(kernel, [0, 1]).to(x.dtype)
+    weight = taps.expand(channels, 1, *taps.shape)
+    return F.conv2d(x, weight, groups=channels)
+
+
+def _make_kernel(taps: tuple[int, ...], gain: float) -> torch.Tensor:
+    """Separable 2-D FIR kernel from 1-D taps, normalised to sum to ``gain``."""
+    row = torch.tensor(taps, dtype=torch.float32)
+    kernel = row[None, :] * row[:, None]
+    kernel /= kernel.sum()
+    return kernel * gain
+
+
+class FirFilter(nn.Module):
+    """Anti-aliasing FIR filter (official ``Blur``/``Upsample``); its kernel is a buffer saved in checkpoints."""
+
+    def __init__(self, taps: tuple[int, ...], pad: tuple[int, int], *, up: int = 1, gain: float = 1.0) -> None:
+        super().__init__()
+        self.register_buffer("kernel", _make_kernel(taps, gain))
+        self.pad = pad
+        self.up = up
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return upfirdn2d(x, self.kernel, up=self.up, pad=self.pad)
+
+
+class BiasLeakyReLU(nn.Module):
+    """Bias, leaky ReLU (slope 0.2) and gain √2: the official ``FusedLeakyReLU``."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return bias_leaky_relu(x, self.bias)
+
+
+def bias_leaky_relu(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    bias_shape = (1, -1) + (1,) * (x.ndim - 2)
+    return _LEAKY_GAIN * F.leaky_relu(x + bias.view(bias_shape), negative_slope=_LEAKY_SLOPE)
+
+
+class EqualConv2d(nn.Module):
+    """Bias-free convolution with the equalized-learning-rate scale applied at run time."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, *, stride: int, padding: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(out_channels, in_channels, kernel_size, kernel_size))
+        self.scale = 1 / math.sqrt(in_channels * kernel_size**2)
+        self.stride = stride
+        self.padding = padding
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, self.weight * self.scale, stride=self.stride, padding=self.padding)
+
+
+class EqualLinear(nn.Module):
+    """Linear layer with run-time weight scale and learning-rate multiplier ``lr_mul`` (0.01 in the mapping net)."""
+
+    def __init__(
+        self, in_dim: int, out_dim: int, *, lr_mul: float = 1.0, bias_init: float = 0.0, activate: bool = False
+    ) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(out_dim, in_dim).div_(lr_mul))
+        self.bias = nn.Parameter(torch.full((out_dim,), float(bias_init)))
+        self.scale = (1 / math.sqrt(in_dim)) * lr_mul
+        self.lr_mul = lr_mul
+        self.activate = activate
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.activate:
+            return bias_leaky_relu(F.linear(x, self.weight * self.scale), self.bias * self.lr_mul)
+        return F.linear(x, self.weight * self.scale, bias=self.bias * self.lr_mul)
+
+
+class PixelNorm(nn.Module):
+    """Normalise each latent vector to unit root-mean-square."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(torch.mean(x**2, dim=1, keepdim=True) + 1e-8)
+
+
+class ModulatedConv2d(nn.Module):
+    """StyleGAN2 convolution whose weight is scaled per sample by the style (and demodulated), run as a grouped conv."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        style_dim: int,
+        *,
+        blur_taps: tuple[int, ...],
+        demodulate: bool = True,
+        upsample: bool = False,
+    ) -> None:
+        super().__init__()
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = kernel_size
+        self.upsample = upsample
+        self.demodulate = demodulate
+        if upsample:
+            # Transposed stride-2 conv, then a blur whose padding restores exactly 2× the input size.
+            slack = (len(blur_taps) - 2) - (kernel_size - 1)
+            self.blur = FirFilter(blur_taps, ((slack + 1) // 2 + 1, slack // 2 + 1), gain=4.0)
+        self.scale = 1 / math.sqrt(in_channels * kernel_size**2)
+        self.padding = kernel_size // 2
+        self.weight = nn.Parameter(torch.randn(1, out_channels, in_channels, kernel_size, kernel_size))
+        self.modulation = EqualLinear(style_dim, in_channels, bias_init=1.0)
+
+    def forward(self, x: torch.Tensor, style: torch.Tensor) -> torch.Tensor:
+        batch, in_channels, height, width = x.shape
+        k = self.kernel_size
+        style = self.modulation(style).view(batch, 1, in_channels, 1, 1)
+        weight = self.scale * self.weight * style
+        if self.demodulate:
+            demod = torch.rsqrt(weight.pow(2).sum([2, 3, 4]) + _DEMOD_EPS)
+            weight = weight * demod.view(batch, self.out_channels, 1, 1, 1)
+        x = x.reshape(1, batch * in_channels, height, width)
+        if self.upsample:
+            weight = weight.transpose(1, 2).reshape(batch * in_channels, self.out_channels, k, k)
+            out = F.conv_transpose2d(x, weight, padding=0, stride=2, groups=batch)
+            out = out.reshape(batch, self.out_channels, out.shape[2], out.shape[3])
+            return self.blur(out)
+        weight = weight.reshape(batch * self.out_channels, in_channels, k, k)
+        out = F.conv2d(x, weight, padding=self.padding, groups=batch)
+        return out.reshape(batch, self.out_channels, out.shape[2], out.shape[3])
+
+
+class FeatureInjection(nn.Module):
+    """Concatenate scaled encoder features where StyleGAN2 adds noise (official ``NoiseInjection``, isconcat)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        return torch.cat((x, self.weight * features), dim=1)
+
+
+class StyledConv(nn.Module):
+    """Modulated conv, encoder-feature concatenation, then bias + leaky ReLU over the doubled channels."""
+
+    def __init__(
+        self, in_channels: int, out_channels: int, style_dim: int, *, blur_taps: tuple[int, ...], upsample: bool = False
+    ) -> None:
+        super().__init__()
+        self.conv = ModulatedConv2d(in_channels, out_channels, 3, style_dim, blur_taps=blur_taps, upsample=upsample)
+        self.noise = FeatureInjection()
+        self.activate = BiasLeakyReLU(2 * out_channels)
+
+    def forward(self, x: torch.Tensor, style: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        return self.activate(self.noise(self.conv(x, style), features))
+
+
+class ToRGB(nn.Module):
+    """1×1 modulated conv to RGB plus bias, added to the upsampled RGB of the previous resolution."""
+
+    def __init__(self, in_channels: int, style_dim: int, *, blur_taps: tuple[int, ...], upsample: bool = True) -> None:
+        super().__init__()
+        if upsample:
+            slack = len(blur_taps) - 2
+            self.upsample = FirFilter(blur_taps, ((slack + 1) // 2 + 1, slack // 2), up=2, gain=4.0)
+        self.conv = ModulatedConv2d(in_channels, 3, 1, style_dim, blur_taps=blur_taps, demodulate=False)
+        self.bias = nn.Parameter(torch.zeros(1, 3, 1, 1))
+
+    def forward(self, x: torch.Tensor, style: torch.Tensor, skip: torch.Tensor | None = None) -> torch.Tensor:
+        out = self.conv(x, style) + self.bias
+        if skip is None:
+            return out
+        return out + self.upsample(skip)
+
+
+class ConstantInput(nn.Module):
+    """The learned 4×4 input of the decoder, repeated over the batch."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.input = nn.Parameter(torch.randn(1, channels, 4, 4))
+
+    def forward(self, batch: int) -> torch.Tensor:
+        return self.input.repeat(batch, 1, 1, 1)
+
+
+class StyleDecoder(nn.Module):
+    """StyleGAN2 synthesis network conditioned on encoder features (official ``Generator`` with isconcat)."""
+
+    def __init__(self, config: GpenConfig) -> None:
+        super().__init__()
+        taps = config.blur_kernel
+        ch = config.channels_at
+        self.style = nn.Sequential(
+            PixelNorm(),
+            *(
+                EqualLinear(config.style_dim, config.style_dim, lr_mul=config.lr_mlp, activate=True)
+                for _ in range(config.n_mlp)
+            ),
+        )
+        self.input = ConstantInput(ch(4))
+        self.conv1 = StyledConv(ch(4), ch(4), config.style_dim, blur_taps=taps)
+        self.to_rgb1 = ToRGB(2 * ch(4), config.style_dim, blur_taps=taps, upsample=False)
+        self.convs = nn.ModuleList()
+        self.to_rgbs = nn.ModuleList()
+        in_channels = ch(4)
+        for log_res in range(3, config.log_size + 1):
+            out_channels = ch(2**log_res)
+            up_conv = StyledConv(2 * in_channels, out_channels, config.style_dim, blur_taps=taps, upsample=True)
+            self.convs.append(up_conv)
+            self.convs.append(StyledConv(2 * out_channels, out_channels, config.style_dim, blur_taps=taps))
+            self.to_rgbs.append(ToRGB(2 * out_channels, config.style_dim, blur_taps=taps))
+            in_channels = out_channels
+
+    def forward(self, code: torch.Tensor, features: list[torch.Tensor]) -> torch.Tensor:
+        """``features`` are the encoder maps from 4×4 up to full size; every layer uses the same style ``w``."""
+        w = self.style(code)
+        out = self.conv1(self.input(code.shape[0]), w, features[0])
+        skip = self.to_rgb1(out, w)
+        for block, resolution_features in enumerate(features[1:]):
+            out = self.convs[2 * block](out, w, resolution_features)
+            out = self.convs[2 * block + 1](out, w, resolution_features)
+            skip = self.to_rgbs[block](out, w, skip)
+        return skip
+
+
+class EncoderLayer(nn.Sequential):
+    """Official ``ConvLayer``: [blur,] conv (bias-free), bias + leaky ReLU; stride 2 when downsampling."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, *, blur_taps: tuple[int, ...]) -> None:
+        layers: list[nn.Module] = []
+        downsample = kernel_size > 1
+        if downsample:
+            slack = (len(blur_taps) - 2) + (kernel_size - 1)
+            layers.append(FirFilter(blur_taps, ((slack + 1) // 2, slack // 2)))
+            layers.append(EqualConv2d(in_channels, out_channels, kernel_size, stride=2, padding=0))
+        else:
+            layers.append(EqualConv2d(in_channels, out_channels, kernel_size, stride=1, padding=kernel_size // 2))
+        layers.append(BiasLeakyReLU(out_channels))
+        super().__init__(*layers)
+
+
+class GpenGenerator(nn.Module):
+    """GPEN ``FullGenerator``: encoder ``ecd0..ecd{log2(size)-2}``, ``final_linear``, and the decoder ``generator``.
+
+    Each ``ecdK`` wraps one ``EncoderLayer`` in a ``Sequential`` only so the parameter names match the released files.
+    """
+
+    def __init__(self, config: GpenConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.generator = StyleDecoder(config)
+        taps = config.blur_kernel
+        ch = config.channels_at
+        self.encoder_names = [f"ecd{k}" for k in range(config.log_size - 1)]
+        self.ecd0 = nn.Sequential(EncoderLayer(3, ch(config.size), 1, blur_taps=taps))
+        for k, log_res in enumerate(range(config.log_size, 2, -1), start=1):
+            layer = EncoderLayer(ch(2**log_res), ch(2 ** (log_res - 1)), 3, blur_taps=taps)
+            self.add_module(f"ecd{k}", nn.Sequential(layer))
+        self.final_linear = nn.Sequential(EqualLinear(ch(4) * 4 * 4, config.style_dim, activate=True))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Restore faces: B×3×size×size RGB in [-1, 1] → the same shape, not clamped."""
+        size = self.config.size
+        if x.ndim != 4 or x.shape[0] < 1 or x.shape[1] != 3 or x.shape[2] != size or x.shape[3] != size:
+            raise InvalidParameter(f"GPEN-{size} expects B×3×{size}×{size} input with B ≥ 1, got {tuple(x.shape)}")
+        features = []
+        for name in self.encoder_names:
+            x = getattr(self, name)(x)
+            features.append(x)
+        code = self.final_linear(x.reshape(x.shape[0], -1))
+        return self.generator(code, features[::-1])
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Building and loading
+
+
+def build_gpen(config: GpenConfig) -> GpenGenerator:
+    """A GPEN generator with the official random initialisation (useful for tests and benchmarks only)."""
+    return GpenGenerator(config)
+
+
+def load_gpen(
+    checkpoint_path: str | Path,
+    size: int | None = None,
+    *,
+    config: GpenConfig | None = None,
+    map_location: str | torch.device = "cpu",
+) -> GpenGenerator:
+    """Load a released GPEN ``.pth`` (flat state dict, or wrapped as ``{'g_ema': ...}``) strictly, in eval mode.
+
+    The variant is ``config`` if given, else the registry entry for ``size``, else inferred from the tensor shapes.
+    Any disagreement between file and architecture raises ``ModelUnavailable`` naming the offending keys.
+    """
+    path = Path(checkpoint_path)
+    state = _read_state_dict(path, map_location)
+    if config is None:
+        config = _variant_for_size(size) if size is not None else infer_gpen_config(state)
+    elif size is not None and size != config.size:
+        raise InvalidParameter(f"size={size} contradicts config.size={config.size}")
+    with torch.device("meta"):  # no random initialisation: every tensor comes from the file
+        model = build_gpen(config)
+    _check_state_dict(model, state, path)
+    model.load_state_dict({key: value.float() for key, value in state.items()}, strict=True, assign=True)
+    model.eval().requires_grad_(False)
+    logger.info("loaded GPEN-%d from %s (%s)", config.size, path, config)
+    return model
+
+
+def infer_gpen_config(state: dict[str, torch.Tensor]) -> GpenConfig:
+    """Recover the ``GpenConfig`` of a GPEN state dict from its key names and tensor shapes."""
+    try:
+        encoder_depth = len({m.group(1) for key in state if (m := re.match(r"ecd(\d+)\.", key))})
+        n_mlp = len([key for key in state if re.fullmatch(r"generator\.style\.\d+\.weight", key)])
+        style_dim = state["final_linear.0.weight"].shape[0]
+        channels_4px = state["generator.input.input"].shape[1]
+        size = 2 ** (encoder_depth + 1)
+        narrow = channels_4px / 512
+        channel_multiplier = 2
+        if size >= 64:
+            # to_rgbs.3 works at 64 px on the concatenated (2×) channels.
+            channels_64px = state["generator.to_rgbs.3.conv.weight"].shape[2] // 2
+            channel_multiplier = max(1, round(channels_64px / (256 * narrow)))
+        return GpenConfig(
+            size=size, style_dim=style_dim, n_mlp=n_mlp, channel_multiplier=channel_multiplier, narrow=narrow
+        )
+    except (KeyError, IndexError, AttributeError, InvalidParameter) as exc:
+        raise ModelUnavailable(f"not a GPEN state dict: cannot infer its configuration ({exc!r})") from exc
+
+
+def _variant_for_size(size: int) -> GpenConfig:
+    for config in GPEN_VARIANTS.values():
+        if config.size == size:
+            return config
+    known = sorted(c.size for c in GPEN_VARIANTS.values())
+    raise InvalidParameter(f"no GPEN variant of size {size}; known sizes {known}")
+
+
+def _read_state_dict(path: Path, map_location: str | torch.device) -> dict[str, torch.Tensor]:
+    """``torch.load`` with ``weights_only=True``, unwrapping ``g_ema``; every failure becomes ``ModelUnavailable``."""
+    if not path.is_file():
+        raise ModelUnavailable(f"GPEN checkpoint not found: {path}")
+    try:
+        loaded: Any = torch.load(path, map_location=map_location, weights_only=True)
+    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as exc:
+        raise ModelUnavailable(f"cannot read GPEN checkpoint {path}: {exc}") from exc
+    if isinstance(loaded, dict) and "g_ema" in loaded:
+        loaded = loaded["g_ema"]
+    if not isinstance(loaded, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in loaded.items()
+    ):
+        raise ModelUnavailable(f"GPEN checkpoint {path} is not a state dict of named tensors")
+    return loaded
+
+
+def _check_state_dict(model: GpenGenerator, state: dict[str, torch.Tensor], path: Path) -> None:
+    """Raise ``ModelUnavailable`` listing missing, unexpected and mis-shaped keys (first few of each)."""
+    expected = model.state_dict()
+    missing = [key for key in expected if key not in state]
+    unexpected = [key for key in state if key not in expected]
+    mis_shaped = [
+        f"{key}: file {tuple(state[key].shape)} vs model {tuple(value.shape)}"
+        for key, value in expected.items()
+        if key in state and state[key].shape != value.shape
+    ]
+    if not (missing or unexpected or mis_shaped):
+        return
+    parts = []
+    for label, items in (("missing", missing), ("unexpected", unexpected), ("shape mismatches", mis_shaped)):
+        if items:
+            shown = ", ".join(items[:_MISMATCH_EXAMPLES]) + (", ..." if len(items) > _MISMATCH_EXAMPLES else "")
+            parts.append(f"{len(items)} {label} ({shown})")
+    config = model.config
+    raise ModelUnavailable(
+        f"GPEN checkpoint {path} does not match GPEN-{config.size} {config}: " + "; ".join(parts),
+        details={
+            "missing": missing[:_MISMATCH_EXAMPLES],
+            "unexpected": unexpected[:_MISMATCH_EXAMPLES],
+            "shape_mismatches": mis_shaped[:_MISMATCH_EXAMPLES],
+        },
+    )

@@ -1,0 +1,1 @@
+"""Per-job orchestration (no Ray): decode, await the model stages, composite, encode."""

@@ -1,0 +1,88 @@
+"""What every job returns: the encoded image, its metadata, and optional JSON attachments."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from deployments.common.engine import EngineInfo
+from deployments.common.image import DecodedImage, encode_image, resize_alpha
+from serve_app.schemas import ResultMeta, WeightsOut
+from serve_app.service import SERVICE_VERSION
+
+
+@dataclass(frozen=True)
+class JobResult:
+    body: bytes
+    media_type: str
+    meta: ResultMeta
+    attachments: dict[str, Any] = field(default_factory=dict)
+
+    def headers(self) -> dict[str, str]:
+        """The metadata a plain image response carries in headers."""
+        weights = ",".join(f"{w.name}@{(w.sha256 or 'unpinned')[:12]}" for w in self.meta.weights) or "none"
+        return {
+            "X-Portrait-Engine": self.meta.engine,
+            "X-Portrait-Weights": weights,
+            "X-Portrait-Faces": str(self.meta.faces),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "image_b64": base64.b64encode(self.body).decode("ascii"),
+            "media_type": self.media_type,
+            "meta": self.meta.model_dump(),
+            **self.attachments,
+        }
+
+
+def output_format(requested: str, source: DecodedImage) -> str:
+    """``auto`` keeps JPEG as JPEG (and WebP as WebP); everything else becomes PNG, which keeps alpha."""
+    if requested != "auto":
+        return requested
+    return {"jpeg": "jpeg", "mpo": "jpeg", "webp": "webp"}.get(source.format, "png")
+
+
+def encode_like_source(rgb: np.ndarray, fmt: str, source: DecodedImage) -> bytes:
+    """Encode with the input's alpha (resized to the output), DPI and ICC profile."""
+    alpha = resize_alpha(source.alpha, rgb.shape[1], rgb.shape[0])
+    return encode_image(rgb, fmt, alpha=alpha, dpi=source.dpi, icc_profile=source.icc_profile)
+
+
+def png_b64(rgb: np.ndarray) -> str:
+    return base64.b64encode(encode_image(rgb, "png")).decode("ascii")
+
+
+def engine_summary(infos: list[EngineInfo], fallback: str) -> tuple[str, list[WeightsOut]]:
+    """One engine label for the response (``gpen``, ``classic-restore``; ``a+b`` when a batch mixed engines)."""
+    if not infos:
+        return fallback, []
+    engines = sorted({info.engine for info in infos})
+    weights = {
+        info.weights: WeightsOut(name=info.weights, sha256=info.sha256, state=info.weights_state)
+        for info in infos
+        if info.weights
+    }
+    return "+".join(engines), list(weights.values())
+
+
+def build_meta(job: str, params: Any, engine: str, weights: list[WeightsOut], *, faces: int, rgb: np.ndarray,
+               media_type: str, body: bytes, timings_ms: dict[str, float], report: dict | None = None) -> ResultMeta:
+    return ResultMeta(
+        job=job,
+        params=params.model_dump(by_alias=True),
+        engine=engine,
+        weights=weights,
+        faces=faces,
+        width=int(rgb.shape[1]),
+        height=int(rgb.shape[0]),
+        media_type=media_type,
+        bytes=len(body),
+        timings_ms=timings_ms,
+        report=report,
+        version=SERVICE_VERSION,
+    )
+
