@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ray.serve import Application
 
 from deployments.faces.deployment import FaceAnalyzer
+from deployments.idphoto.deployment import PortraitMatter
 from deployments.restore.deployment import FaceRestorer
 from deployments.restore.params import RESTORE_MODELS
 from serve_app.ingress import Ingress
@@ -29,4 +30,4 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
     restorers = {
         model: FaceRestorer.options(name=RESTORER_DEPLOYMENTS[model]).bind(model) for model in options.restore_models
     }
-    return Ingress.bind(FaceAnalyzer.bind(), restorers)
+    return Ingress.bind(FaceAnalyzer.bind(), PortraitMatter.bind(), restorers)

@@ -13,33 +13,50 @@ from typing import Any
 import numpy as np
 from ray.serve.handle import DeploymentHandle
 
+from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter
 from deployments.common.weights import ModelSpec
 from deployments.faces.types import Face
+from deployments.idphoto.matte import MATTE_MODEL, LowResMatte
 from deployments.restore.types import RestoredFace
 
 logger = logging.getLogger(__name__)
 
 GPEN_TEMPLATE_SIZES = (256, 512, 1024)
+MATTE_ENGINE = "selfie-segmentation+guided-filter"
 
 
 class HandleBackend:
     def __init__(
         self,
         analyzer: DeploymentHandle,
+        matter: DeploymentHandle,
         restorers: dict[str, DeploymentHandle],
         manifest: dict[str, ModelSpec],
     ) -> None:
         self._analyzer = analyzer
+        self._matter = matter
         self._restorers = restorers
         self._restore_sizes = {name: int(manifest[name].args.get("size", 512)) for name in restorers}
-        self._probes = {"FaceAnalyzer": analyzer, **{f"FaceRestorer[{name}]": h for name, h in restorers.items()}}
+        matte_spec = manifest[MATTE_MODEL]
+        self._matte_engine = EngineInfo(MATTE_ENGINE, neural=True, weights=matte_spec.name, sha256=matte_spec.sha256)
+        self._probes = {
+            "FaceAnalyzer": analyzer,
+            "PortraitMatter": matter,
+            **{f"FaceRestorer[{name}]": handle for name, handle in restorers.items()},
+        }
 
     async def analyze_faces(self, image: np.ndarray) -> list[Face]:
         return await self._analyzer.analyze.remote(image)
 
     async def restore_face(self, crop: np.ndarray, model: str) -> RestoredFace:
         return await self._pick(self._restorers, model).restore.remote(crop)
+
+    async def segment_portrait(self, image: np.ndarray) -> LowResMatte:
+        return await self._matter.segment.remote(image)
+
+    def matte_engine(self) -> EngineInfo:
+        return self._matte_engine
 
     def restore_template(self, model: str) -> str:
         size = self._restore_sizes.get(model, 512)

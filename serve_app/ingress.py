@@ -27,9 +27,11 @@ class IngressBackend(HandleBackend):
 @serve.deployment(name="Ingress")
 @serve.ingress()
 class Ingress:
-    def __init__(self, analyzer: DeploymentHandle, restorers: dict[str, DeploymentHandle]) -> None:
+    def __init__(
+        self, analyzer: DeploymentHandle, matter: DeploymentHandle, restorers: dict[str, DeploymentHandle]
+    ) -> None:
         self._settings = get_settings()
-        self._backend = IngressBackend(analyzer, restorers, self._settings.open_model_store().manifest)
+        self._backend = IngressBackend(analyzer, matter, restorers, self._settings.open_model_store().manifest)
 
     def __serve_build_asgi_app__(self):
         """Serve calls this after ``__init__``: the routes get the handles' backend."""

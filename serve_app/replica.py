@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from deployments.common.errors import InvalidParameter
+
+T = TypeVar("T")
 
 
 class BatchConfig(BaseModel):
@@ -24,6 +29,15 @@ def apply_batch_config(batched_method: Any, user_config: dict[str, Any] | None) 
     batched_method.set_max_batch_size(config.max_batch_size)
     batched_method.set_batch_wait_timeout_s(config.batch_wait_timeout_s)
     return config, options
+
+
+def options_from(options_type: type[T], values: dict[str, Any], **fixed: Any) -> T:
+    """Build a frozen options dataclass from ``user_config`` keys, naming the allowed keys when one is unknown."""
+    allowed = {field.name for field in dataclasses.fields(options_type)} - set(fixed)
+    unknown = set(values) - allowed
+    if unknown:
+        raise InvalidParameter(f"unknown user_config keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+    return options_type(**values, **fixed)
 
 
 def limit_cpu_threads(num_threads: int = 1) -> None:

@@ -4,14 +4,20 @@
 """
 
 import logging
+from functools import lru_cache
+from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from deployments.common.errors import ServiceError
 from deployments.common.params import parse_params
+from deployments.idphoto.params import IdPhotoParams
+from deployments.idphoto.params import parse_params as parse_idphoto_params
+from deployments.idphoto.specs import IdSpec, load_specs
 from deployments.restore.params import RestoreParams
 from serve_app.errors import install_error_handlers
+from serve_app.jobs.idphoto import make_id_photo_job
 from serve_app.jobs.restore import restore_photo
 from serve_app.jobs.results import JobResult
 from serve_app.schemas import ErrorOut, FacesOut, HealthOut
@@ -37,6 +43,11 @@ def _settings(request: Request) -> Settings:
 
 def _limits(settings: Settings) -> Limits:
     return Limits(max_bytes=settings.max_image_bytes, max_pixels=settings.max_image_pixels)
+
+
+@lru_cache(maxsize=4)
+def _id_specs(path: Path) -> dict[str, IdSpec]:
+    return load_specs(path)
 
 
 def _job_response(result: JobResult, return_: str) -> Response:
@@ -127,6 +138,30 @@ def create_api() -> FastAPI:
         upload = await read_upload(request, max_bytes=settings.max_image_bytes)
         params = parse_params(RestoreParams, upload.fields)
         result = await restore_photo(_backend(request), upload.data, params, _limits(settings))
+        return _job_response(result, params.return_)
+
+    @api.get("/v1/idphoto/specs", tags=["jobs"])
+    async def idphoto_specs(request: Request) -> dict:
+        """The ID-photo standards (``configs/id_specs.yaml``): size, DPI, head-height and top-margin ranges."""
+        return {"specs": [spec.to_json() for spec in _id_specs(_settings(request).id_specs).values()]}
+
+    @api.post(
+        "/v1/idphoto",
+        responses={200: {"content": {"image/jpeg": {}, "image/png": {}}}, **_ERRORS},
+        openapi_extra=_image_body(IdPhotoParams),
+        tags=["jobs"],
+    )
+    async def idphoto(request: Request) -> Response:
+        """An ID photo to a standard (``spec``) or a custom size, with a compliance report.
+
+        ``return=json`` adds the report and the print sheet (``layout``); ``strict=true`` refuses a non-compliant
+        result with 422 and the reasons. The image response carries ``X-Portrait-Compliance: pass|fail``.
+        """
+        settings = _settings(request)
+        upload = await read_upload(request, max_bytes=settings.max_image_bytes)
+        specs = _id_specs(settings.id_specs)
+        params = parse_idphoto_params(upload.fields, specs)
+        result = await make_id_photo_job(_backend(request), upload.data, params, specs, _limits(settings))
         return _job_response(result, params.return_)
 
     return api

@@ -17,8 +17,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from deployments.common.engine import EngineInfo
 from deployments.common.image import DecodedImage, decode_image
 from deployments.faces.types import Face
+from deployments.idphoto.matte import LowResMatte
 from deployments.restore.types import RestoredFace
 from serve_app.schemas import FaceOut, FacesOut
 
@@ -43,6 +45,12 @@ class Backend(Protocol):
 
     def restore_template(self, model: str) -> str:
         """The alignment template the restorer of ``model`` expects (e.g. ``gpen-512``)."""
+        ...
+
+    async def segment_portrait(self, image: np.ndarray) -> LowResMatte: ...
+
+    def matte_engine(self) -> EngineInfo:
+        """The segmentation engine and weights behind ``segment_portrait``."""
         ...
 
     async def health(self) -> dict[str, dict[str, Any]]: ...

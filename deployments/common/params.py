@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -17,13 +18,19 @@ class JobParams(BaseModel):
     return_: Literal["image", "json"] = Field("image", alias="return", description="the image bytes, or JSON with metadata")
 
 
-def parse_params(model: type[JobParams], fields: dict) -> JobParams:
-    """Validate raw fields (strings from a form are coerced) into ``model``, or raise one clear ``InvalidParameter``."""
+def parse_params(model: type[JobParams], fields: Mapping[str, Any], *, context: Any = None) -> JobParams:
+    """Validate raw fields (strings from a form are coerced; empty ones mean "default") into ``model``, or raise one
+    ``InvalidParameter`` naming every problem. ``context`` reaches the model's validators (e.g. the known presets)."""
     try:
-        return model.model_validate({key: value for key, value in fields.items() if value not in (None, "")})
+        return model.model_validate(
+            {key: value for key, value in fields.items() if value not in (None, "")}, context=context
+        )
     except ValidationError as exc:
         problems = [
-            {"field": ".".join(str(part) for part in error["loc"]) or "params", "problem": error["msg"]}
+            {
+                "field": ".".join(str(part) for part in error["loc"]) or "params",
+                "problem": error["msg"].removeprefix("Value error, "),
+            }
             for error in exc.errors()
         ]
         message = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)

@@ -11,7 +11,7 @@ from ray import serve
 
 from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalyzerEngine
 from deployments.faces.types import Face
-from serve_app.replica import BatchConfig, apply_batch_config, limit_cpu_threads, replica_facts
+from serve_app.replica import BatchConfig, apply_batch_config, limit_cpu_threads, options_from, replica_facts
 from serve_app.settings import get_settings
 
 FACE_MODELS = ("face-detect-short", "face-detect-full", "face-mesh")
@@ -30,7 +30,7 @@ class FaceAnalyzer:
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         """``user_config``: batch keys plus any ``FaceAnalysisConfig`` field (``min_eye_px``, ``max_windows``...)."""
         self._batch, analysis = apply_batch_config(self.analyze, user_config)
-        self._engine = FaceAnalyzerEngine(self._models_dir, FaceAnalysisConfig(num_threads=1, **analysis))
+        self._engine = FaceAnalyzerEngine(self._models_dir, options_from(FaceAnalysisConfig, analysis, num_threads=1))
 
     @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.01)
     async def analyze(self, images: list[np.ndarray]) -> list[list[Face]]:

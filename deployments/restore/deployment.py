@@ -11,7 +11,7 @@ from ray import serve
 
 from deployments.restore.restorer import FaceRestorerEngine, RestorerOptions
 from deployments.restore.types import RestoredFace
-from serve_app.replica import BatchConfig, apply_batch_config, gpu_facts, replica_facts, torch_threads
+from serve_app.replica import BatchConfig, apply_batch_config, gpu_facts, options_from, replica_facts, torch_threads
 from serve_app.settings import get_settings
 
 
@@ -27,7 +27,7 @@ class FaceRestorer:
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         """``user_config``: batch keys plus ``device``, ``autocast_dtype``, ``channels_last``."""
         self._batch, rest = apply_batch_config(self.restore, user_config)
-        options = RestorerOptions(**rest)
+        options = options_from(RestorerOptions, rest)
         if options != self._engine.options:
             self._engine = FaceRestorerEngine(self._model_name, self._store, options)
 

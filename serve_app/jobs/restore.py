@@ -62,7 +62,7 @@ async def restore_photo(backend: Backend, data: bytes, params: RestoreParams, li
     with timings.stage("encode"):
         body = await asyncio.to_thread(encode_like_source, result, fmt, source)
     engine, weights = engine_summary([face.engine for face in restored], fallback="none (no face found)")
-    meta = build_meta("restore", params, engine, weights, faces=len(chosen), rgb=result, media_type=MEDIA_TYPES[fmt],
+    meta = build_meta("restore", params, engine, weights, faces=len(chosen), size_wh=(result.shape[1], result.shape[0]), media_type=MEDIA_TYPES[fmt],
                       body=body, timings_ms=timings.ms)
     attachments = {}
     if params.return_ == "json":

@@ -28,6 +28,7 @@ class JobResult:
             "X-Portrait-Engine": self.meta.engine,
             "X-Portrait-Weights": weights,
             "X-Portrait-Faces": str(self.meta.faces),
+            **({"X-Portrait-Compliance": self.meta.report["verdict"]} if self.meta.report else {}),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -69,7 +70,7 @@ def engine_summary(infos: list[EngineInfo], fallback: str) -> tuple[str, list[We
     return "+".join(engines), list(weights.values())
 
 
-def build_meta(job: str, params: Any, engine: str, weights: list[WeightsOut], *, faces: int, rgb: np.ndarray,
+def build_meta(job: str, params: Any, engine: str, weights: list[WeightsOut], *, faces: int, size_wh: tuple[int, int],
                media_type: str, body: bytes, timings_ms: dict[str, float], report: dict | None = None) -> ResultMeta:
     return ResultMeta(
         job=job,
@@ -77,8 +78,8 @@ def build_meta(job: str, params: Any, engine: str, weights: list[WeightsOut], *,
         engine=engine,
         weights=weights,
         faces=faces,
-        width=int(rgb.shape[1]),
-        height=int(rgb.shape[0]),
+        width=int(size_wh[0]),
+        height=int(size_wh[1]),
         media_type=media_type,
         bytes=len(body),
         timings_ms=timings_ms,

@@ -1,0 +1,41 @@
+"""New backgrounds and the composite of the decontaminated subject over them.
+
+Renders: ``solid`` (the colour everywhere), ``vertical`` (the colour at the top edge fading to a light tint of it at
+the bottom edge), ``radial`` (a light tint of the colour behind the head fading to the full colour at the corners,
+the studio spot-light look). The tint is the colour mixed ``TINT_WEIGHT`` of the way towards white, so a white
+background stays white and a blue one stays recognisably blue. ``transparent`` keeps the matte as the alpha channel.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+Render = Literal["solid", "vertical", "radial"]
+TINT_WEIGHT = 0.6
+
+
+def render_background(colour_rgb: tuple[int, int, int], size_wh: tuple[int, int], render: Render) -> np.ndarray:
+    """Float32 RGB background in [0, 1] of ``size_wh``."""
+    width, height = size_wh
+    base = np.asarray(colour_rgb, dtype=np.float32) / 255.0
+    if render == "solid":
+        return np.broadcast_to(base, (height, width, 3)).copy()
+    tint = base + (1.0 - base) * TINT_WEIGHT
+    if render == "vertical":
+        weight = np.linspace(0.0, 1.0, height, dtype=np.float32)[:, None, None]
+        weight = np.broadcast_to(weight, (height, width, 1))
+    else:
+        ys, xs = np.mgrid[0:height, 0:width].astype(np.float32)
+        centre_x, centre_y = (width - 1) / 2.0, 0.35 * (height - 1)
+        distance = np.hypot(xs - centre_x, ys - centre_y)
+        weight = 1.0 - (distance / distance.max())[..., None]
+    return (base * (1.0 - weight) + tint * weight).astype(np.float32)
+
+
+def composite(foreground: np.ndarray, alpha: np.ndarray, background: np.ndarray) -> np.ndarray:
+    """``alpha * F + (1 - alpha) * B`` for float inputs in [0, 1], rounded to uint8 RGB."""
+    a = alpha[..., None]
+    mixed = foreground * a + background * (1.0 - a)
+    return np.clip(mixed * 255.0 + 0.5, 0, 255).astype(np.uint8)

@@ -1,0 +1,47 @@
+"""``PortraitMatter``: selfie segmentation on CPU replicas, batched over photos. The only Ray code of this job.
+
+It returns the coarse 256x256 matte with its affine (a few hundred KB); refinement happens at the small output
+resolution in the ID-photo pipeline, so full-resolution mattes never cross the object store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+from ray import serve
+
+from deployments.common.errors import InvalidParameter
+from deployments.idphoto.matte import MATTE_MODEL, LowResMatte
+from deployments.idphoto.matte import PortraitMatter as PortraitMatterEngine
+from serve_app.replica import BatchConfig, apply_batch_config, limit_cpu_threads, replica_facts
+from serve_app.settings import get_settings
+
+
+@serve.deployment(name="PortraitMatter")
+class PortraitMatter:
+    def __init__(self) -> None:
+        limit_cpu_threads(1)
+        store = get_settings().open_model_store()
+        self._status = store.status(MATTE_MODEL)
+        self._engine = PortraitMatterEngine(store.resolve(MATTE_MODEL).parent, num_threads=1)
+        self._batch = BatchConfig()
+
+    def reconfigure(self, user_config: dict[str, Any]) -> None:
+        self._batch, extra = apply_batch_config(self.segment, user_config)
+        if extra:
+            raise InvalidParameter(f"unknown user_config keys {sorted(extra)}; allowed: max_batch_size, batch_wait_timeout_s")
+
+    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.005)
+    async def segment(self, images: list[np.ndarray]) -> list[LowResMatte]:
+        return await asyncio.to_thread(self._engine.segment_batch, images)
+
+    async def health(self) -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "engine": "mediapipe-selfie-segmentation+guided-filter",
+            "models": [self._status.to_json()],
+            "batch": self._batch.model_dump(),
+            **replica_facts(),
+        }

@@ -1,0 +1,244 @@
+"""Where the ID photo comes from in the original: roll correction, crown finding, scale and crop as ONE affine.
+
+Everything is decided on points (landmarks, chin, a crown found on the 256 px matte) and expressed as a single
+``original -> output`` affine, so a 12 MP photo is resampled once, straight to the small output size. The spec's
+ranges for head height (crown to chin) and top margin (top edge to crown) leave freedom; we take the centre of each
+range unless another choice inside the ranges avoids padding beyond the photo's edges.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from deployments.faces.types import Face
+from deployments.idphoto.matte import LowResMatte, compose_affine, invert_affine
+from deployments.idphoto.specs import IdSpec
+
+logger = logging.getLogger(__name__)
+
+ROLL_THRESHOLD_DEG = 1.0
+MATTE_THRESHOLD = 0.5
+# Eyes sit about half-way between crown and chin; used only when the matte misses the head.
+CROWN_FALLBACK_EYE_TO_CHIN = 1.0
+_RANGE_STEPS = (0.5, 0.35, 0.65, 0.2, 0.8)
+# Candidate (head, top) positions inside the ranges, centre first, then by distance from the centre.
+_CANDIDATE_STEPS = sorted(
+    itertools.product(_RANGE_STEPS, _RANGE_STEPS), key=lambda s: abs(s[0] - 0.5) + abs(s[1] - 0.5)
+)
+
+
+@dataclass(frozen=True, eq=False)
+class Framing:
+    """The chosen crop: the affine, the key points in output pixels and what had to be compromised."""
+
+    affine: np.ndarray
+    size_wh: tuple[int, int]
+    scale: float
+    roll_in_deg: float
+    rotated: bool
+    eyes_out: np.ndarray
+    chin_out: tuple[float, float]
+    crown_out: tuple[float, float]
+    crown_from_matte: bool
+    crown_clipped: bool
+    head_ratio_target: float
+    top_ratio_target: float
+    padding: dict[str, float]
+
+    @property
+    def upsampled(self) -> bool:
+        return self.scale > 1.0
+
+
+def eye_roll_deg(landmarks: np.ndarray) -> float:
+    """Eye-line angle, positive when the image-right eye is lower (the ``Face.roll_deg`` convention)."""
+    dx, dy = landmarks[1] - landmarks[0]
+    return math.degrees(math.atan2(float(dy), float(dx)))
+
+
+def plan_framing(
+    face: Face,
+    low: LowResMatte,
+    spec: IdSpec,
+    *,
+    align: bool = True,
+    roll_threshold_deg: float = ROLL_THRESHOLD_DEG,
+) -> Framing:
+    """Choose the ``original -> output`` affine that puts the head inside ``spec``'s ranges."""
+    height_src, width_src = low.source_shape
+    eyes = np.asarray(face.landmarks[:2], dtype=np.float64)
+    roll_deg = eye_roll_deg(eyes)
+    rotated = align and abs(roll_deg) > roll_threshold_deg
+    eye_mid = eyes.mean(axis=0)
+    # Rotating by +roll (counter-clockwise on screen) levels an eye line whose right eye is lower.
+    upright = cv2.getRotationMatrix2D((float(eye_mid[0]), float(eye_mid[1])), roll_deg if rotated else 0.0, 1.0)
+    eyes_up = _apply(upright, eyes)
+    chin_up = _apply(upright, np.array([face.chin], dtype=np.float64))[0]
+    centre_x = float((eyes_up[:, 0].mean() + chin_up[0]) / 2.0)
+    face_width = float(face.box[2] - face.box[0])
+    crown_y, from_matte, clipped = find_crown_y(low, upright, centre_x, float(eyes_up[:, 1].mean()), face_width)
+    if not from_matte:
+        crown_y = float(eyes_up[:, 1].mean() - CROWN_FALLBACK_EYE_TO_CHIN * (chin_up[1] - eyes_up[:, 1].mean()))
+        logger.info("matte missed the head; crown estimated from face proportions")
+    head_src = max(1.0, float(chin_up[1] - crown_y))
+
+    width_out, height_out = spec.width_px, spec.height_px
+    best = None
+    for head_step, top_step in _CANDIDATE_STEPS:
+        head_ratio = _within(spec.head_height, head_step)
+        top_ratio = _within(spec.top_margin, top_step)
+        scale = head_ratio * height_out / head_src
+        to_output = np.array(
+            [[scale, 0.0, width_out / 2.0 - scale * centre_x], [0.0, scale, top_ratio * height_out - scale * crown_y]]
+        )
+        affine = compose_affine(to_output, upright)
+        padding = padding_fractions(affine, (width_out, height_out), (width_src, height_src))
+        cost = round(2.0 * padding["bottom"] + padding["top"] + padding["sides"], 4)
+        if best is None or cost < best[0]:
+            best = (cost, affine, head_ratio, top_ratio, padding)
+        if cost == 0.0:
+            break
+    _, affine, head_ratio, top_ratio, padding = best
+    scale = float(np.hypot(affine[0, 0], affine[0, 1]))
+    crown_out = (width_out / 2.0, top_ratio * height_out)
+    return Framing(
+        affine=affine,
+        size_wh=(width_out, height_out),
+        scale=scale,
+        roll_in_deg=roll_deg,
+        rotated=rotated,
+        eyes_out=_apply(affine, eyes),
+        chin_out=tuple(float(v) for v in _apply(affine, np.array([face.chin], dtype=np.float64))[0]),
+        crown_out=crown_out,
+        crown_from_matte=from_matte,
+        crown_clipped=clipped,
+        head_ratio_target=head_ratio,
+        top_ratio_target=top_ratio,
+        padding=padding,
+    )
+
+
+def find_crown_y(
+    low: LowResMatte, upright: np.ndarray, centre_x: float, eye_y: float, face_width: float
+) -> tuple[float, bool, bool]:
+    """Top of the person matte above the face, in upright source coordinates.
+
+    Scans seven columns across the middle of the face upwards from the eye line and keeps the highest 0.5 crossing
+    (hair buns and parted hair are not centred). Returns ``(crown_y, found, clipped)``: ``found`` is False when the
+    matte does not cover the eyes, ``clipped`` when the head runs into the photo's top edge.
+    """
+    height_src, width_src = low.source_shape
+    step_src = 0.5 / float(low.affine[0, 0])
+    ys = np.arange(eye_y, eye_y - 3.0 * max(face_width, 1.0) - step_src, -step_src)
+    xs = centre_x + face_width * np.linspace(-0.3, 0.3, 7)
+    grid_x, grid_y = np.meshgrid(xs, ys)
+    source = _apply(invert_affine(upright), np.stack([grid_x.ravel(), grid_y.ravel()], axis=1))
+    low_pts = _apply(low.affine, source).astype(np.float32)
+    samples = cv2.remap(
+        low.alpha,
+        low_pts[:, 0].reshape(grid_x.shape),
+        low_pts[:, 1].reshape(grid_x.shape),
+        cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=0.0,
+    )
+    inside = (
+        (source[:, 0] >= 0) & (source[:, 0] <= width_src - 1) & (source[:, 1] >= 0) & (source[:, 1] <= height_src - 1)
+    ).reshape(grid_x.shape)
+    if samples[0].max() < MATTE_THRESHOLD:
+        return eye_y, False, False
+    best_y, clipped = math.inf, False
+    for column in range(samples.shape[1]):
+        if samples[0, column] < MATTE_THRESHOLD:
+            continue
+        below = np.nonzero((samples[:, column] < MATTE_THRESHOLD) | ~inside[:, column])[0]
+        if below.size == 0:
+            best_y = min(best_y, float(ys[-1]))
+            continue
+        k = int(below[0])
+        if k == 0:
+            continue
+        if not inside[k, column]:
+            clipped = True
+            best_y = min(best_y, float(ys[k - 1]))
+            continue
+        # Linear interpolation of the 0.5 crossing between the last sample inside and the first outside.
+        a_in, a_out = samples[k - 1, column], samples[k, column]
+        t = (a_in - MATTE_THRESHOLD) / max(a_in - a_out, 1e-6)
+        best_y = min(best_y, float(ys[k - 1] + t * (ys[k] - ys[k - 1])))
+    return best_y, True, clipped
+
+
+def padding_fractions(
+    affine: np.ndarray, size_wh: tuple[int, int], source_wh: tuple[int, int], grid: int = 24
+) -> dict[str, float]:
+    """Share of the output taken from beyond the photo's edges: top band, bottom band, and the sides."""
+    width_out, height_out = size_wh
+    us, vs = np.meshgrid(np.linspace(0, width_out - 1, grid), np.linspace(0, height_out - 1, grid))
+    source = _apply(invert_affine(affine), np.stack([us.ravel(), vs.ravel()], axis=1))
+    outside = (
+        (source[:, 0] < -0.5)
+        | (source[:, 0] > source_wh[0] - 0.5)
+        | (source[:, 1] < -0.5)
+        | (source[:, 1] > source_wh[1] - 0.5)
+    ).reshape(grid, grid)
+    third = grid // 3
+    return {
+        "top": round(float(outside[:third].mean()) / 3.0, 4),
+        "bottom": round(float(outside[-third:].mean()) / 3.0, 4),
+        "sides": round(float(outside[third:-third].mean()) / 3.0, 4),
+        "total": round(float(outside.mean()), 4),
+    }
+
+
+def warp_to_output(rgb: np.ndarray, affine: np.ndarray, size_wh: tuple[int, int]) -> np.ndarray:
+    """Resample ``rgb`` through ``affine`` to ``size_wh`` with a box pre-filter for strong reductions.
+
+    Only the region the output draws from is reduced, by exact 2x halvings (a linear resize at exactly half size
+    averages 2x2 blocks, OpenCV's fastest path), until the remaining scale is at least 0.5; one warp then lands on
+    the output grid. A 12 MP frame is never processed whole and strong downscales do not alias.
+    """
+    height_src, width_src = rgb.shape[:2]
+    scale = float(np.hypot(affine[0, 0], affine[0, 1]))
+    halvings = int(math.floor(math.log2(1.0 / scale))) if scale < 0.5 else 0
+    factor = 2**halvings
+    if factor > 1:
+        corners = np.array([[0, 0], [size_wh[0], 0], [0, size_wh[1]], [size_wh[0], size_wh[1]]], dtype=np.float64)
+        source = _apply(invert_affine(affine), corners)
+        x0 = max(0, int(math.floor(source[:, 0].min())) - factor)
+        y0 = max(0, int(math.floor(source[:, 1].min())) - factor)
+        x1 = min(width_src, int(math.ceil(source[:, 0].max())) + factor)
+        y1 = min(height_src, int(math.ceil(source[:, 1].max())) + factor)
+        x1 -= (x1 - x0) % factor
+        y1 -= (y1 - y0) % factor
+        if x1 - x0 >= factor and y1 - y0 >= factor:
+            region = rgb[y0:y1, x0:x1]
+            for _ in range(halvings):
+                region = cv2.resize(
+                    region, (region.shape[1] // 2, region.shape[0] // 2), interpolation=cv2.INTER_LINEAR
+                )
+            offset = (factor - 1) / 2.0
+            reduced_to_source = np.array([[factor, 0.0, x0 + offset], [0.0, factor, y0 + offset]])
+            return cv2.warpAffine(
+                region,
+                compose_affine(affine, reduced_to_source),
+                size_wh,
+                flags=cv2.INTER_LINEAR,
+                borderMode=cv2.BORDER_REPLICATE,
+            )
+    flags = cv2.INTER_CUBIC if scale > 1.0 else cv2.INTER_LINEAR
+    return cv2.warpAffine(rgb, affine, size_wh, flags=flags, borderMode=cv2.BORDER_REPLICATE)
+
+
+def _within(bounds: tuple[float, float], fraction: float) -> float:
+    return bounds[0] + (bounds[1] - bounds[0]) * fraction
+
+
+def _apply(affine: np.ndarray, points: np.ndarray) -> np.ndarray:
+    return points @ affine[:, :2].T + affine[:, 2]

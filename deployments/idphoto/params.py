@@ -1,0 +1,166 @@
+"""The one validation place for an ID-photo job: HTTP form/JSON, bucket metadata and the CLI all build this model.
+
+Unknown keys are refused (a typo must not silently fall back to a default), and options that contradict each other
+are refused with a message naming both. The preset slug is checked against the specs passed as validation context
+(``IdPhotoParams.model_validate(data, context={"specs": specs})``) or, without one, against the shipped presets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from deployments.common.errors import InvalidParameter
+from deployments.common.params import JobParams
+from deployments.common.params import parse_params as parse_job_params
+from deployments.idphoto.specs import IdSpec, custom_spec, default_specs
+
+NAMED_COLOURS: dict[str, str] = {
+    "white": "#ffffff",
+    "blue": "#628bce",
+    "red": "#d74532",
+    "black": "#000000",
+    "dark-blue": "#4b6190",
+    "light-gray": "#f2f0f0",
+}
+TRANSPARENT = "transparent"
+DEFAULT_SPEC = "cn-1inch"
+_HEX = re.compile(r"^#?([0-9a-fA-F]{6}|[0-9a-fA-F]{3})$")
+
+
+def parse_colour(value: str) -> str:
+    """A named colour, ``#rgb``/``#rrggbb`` (``#`` optional) or ``transparent`` -> ``#rrggbb``/``transparent``."""
+    text = value.strip().lower()
+    if text == TRANSPARENT:
+        return TRANSPARENT
+    if text in NAMED_COLOURS:
+        return NAMED_COLOURS[text]
+    match = _HEX.match(text)
+    if not match:
+        raise ValueError(
+            f"background {value!r} is not a colour: use {', '.join(NAMED_COLOURS)}, transparent, or hex like #628bce"
+        )
+    digits = match.group(1)
+    if len(digits) == 3:
+        digits = "".join(c * 2 for c in digits)
+    return f"#{digits}"
+
+
+def hex_to_rgb(colour: str) -> tuple[int, int, int]:
+    digits = colour.lstrip("#")
+    return (int(digits[0:2], 16), int(digits[2:4], 16), int(digits[4:6], 16))
+
+
+class IdPhotoParams(JobParams):
+    """What the caller asks for. ``background=None`` means the preset's own colour."""
+
+    spec: str | None = Field(default=None, description="preset slug, e.g. cn-1inch; default cn-1inch")
+    width_px: int | None = Field(default=None, ge=32, le=4000)
+    height_px: int | None = Field(default=None, ge=32, le=4000)
+    width_mm: float | None = Field(default=None, gt=5, le=300)
+    height_mm: float | None = Field(default=None, gt=5, le=300)
+    dpi: float = Field(default=300.0, ge=72, le=1200)
+    head_ratio: float | None = Field(default=None, ge=0.2, le=0.9, description="target crown-to-chin / height")
+    top_ratio: float | None = Field(default=None, ge=0.0, le=0.4, description="target top-edge-to-crown / height")
+    background: str | None = None
+    render: Literal["solid", "vertical", "radial"] = "solid"
+    format: Literal["jpeg", "png"] = "jpeg"
+    min_kb: int | None = Field(default=None, ge=1, le=20000)
+    max_kb: int | None = Field(default=None, ge=1, le=20000)
+    layout: Literal["none", "6inch", "5inch", "a4"] = "none"
+    cut_lines: bool = False
+    lighting: bool = True
+    align: bool = Field(default=True, description="level a tilted eye line before cropping")
+    strict: bool = False
+
+    @field_validator("spec")
+    @classmethod
+    def _known_spec(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        slug = value.strip().lower()
+        specs = _specs_from(info.context)
+        if slug not in specs:
+            raise ValueError(f"unknown spec {value!r}; known presets: {', '.join(sorted(specs))}")
+        return slug
+
+    @field_validator("background")
+    @classmethod
+    def _colour(cls, value: str | None) -> str | None:
+        return None if value is None else parse_colour(value)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> IdPhotoParams:
+        px = (self.width_px, self.height_px)
+        mm = (self.width_mm, self.height_mm)
+        if (px[0] is None) != (px[1] is None):
+            raise ValueError("width_px and height_px go together: give both or neither")
+        if (mm[0] is None) != (mm[1] is None):
+            raise ValueError("width_mm and height_mm go together: give both or neither")
+        if px[0] is not None and mm[0] is not None:
+            raise ValueError("give the custom size in pixels or in millimetres, not both")
+        if self.spec is not None and (px[0] is not None or mm[0] is not None):
+            raise ValueError("spec and a custom size (width_px/height_px or width_mm/height_mm) exclude each other")
+        if self.spec is not None and "dpi" in self.model_fields_set:
+            raise ValueError("dpi applies to a custom size; a preset carries its own DPI")
+        if self.background == TRANSPARENT:
+            if self.format != "png":
+                raise ValueError("background=transparent needs format=png (JPEG has no alpha channel)")
+            if self.render != "solid":
+                raise ValueError(f"render={self.render} needs a colour background, not transparent")
+            if self.layout != "none":
+                raise ValueError("a print layout needs an opaque background, not transparent")
+        if (self.min_kb is not None or self.max_kb is not None) and self.format != "jpeg":
+            raise ValueError(
+                "min_kb/max_kb apply to format=jpeg only (PNG is lossless and cannot trade quality for size)"
+            )
+        if self.min_kb is not None and self.max_kb is not None and self.min_kb > self.max_kb:
+            raise ValueError(f"min_kb ({self.min_kb}) must not exceed max_kb ({self.max_kb})")
+        if self.cut_lines and self.layout == "none":
+            raise ValueError("cut_lines needs a layout (6inch, 5inch or a4)")
+        return self
+
+    def resolve_spec(self, specs: Mapping[str, IdSpec] | None = None) -> IdSpec:
+        """The preset, or a custom spec; ``head_ratio``/``top_ratio`` narrow its ranges to ±0.02 around the target."""
+        specs = specs if specs is not None else default_specs()
+        if self.width_px is not None or self.width_mm is not None:
+            base = custom_spec(
+                width_px=self.width_px,
+                height_px=self.height_px,
+                width_mm=self.width_mm,
+                height_mm=self.height_mm,
+                dpi=self.dpi,
+            )
+        else:
+            slug = self.spec or DEFAULT_SPEC
+            if slug not in specs:
+                raise InvalidParameter(f"unknown spec {slug!r}", details={"known": sorted(specs)})
+            base = specs[slug]
+        head = _around(self.head_ratio) if self.head_ratio is not None else base.head_height
+        top = _around(self.top_ratio) if self.top_ratio is not None else base.top_margin
+        if head[0] + top[0] >= 0.98:
+            raise InvalidParameter(f"head_ratio {head} plus top_ratio {top} leave no room for the chin")
+        return dataclasses.replace(base, head_height=head, top_margin=top)
+
+    def background_colour(self, spec: IdSpec) -> str:
+        """``#rrggbb`` or ``transparent``: the caller's choice, else the preset's."""
+        return self.background if self.background is not None else parse_colour(spec.background)
+
+
+def _around(target: float) -> tuple[float, float]:
+    return (round(max(0.0, target - 0.02), 4), round(min(0.99, target + 0.02), 4))
+
+
+def _specs_from(context: Any) -> Mapping[str, IdSpec]:
+    if isinstance(context, Mapping) and "specs" in context:
+        return context["specs"]
+    return default_specs()
+
+
+def parse_params(data: Mapping[str, Any], specs: Mapping[str, IdSpec] | None = None) -> IdPhotoParams:
+    """Validate raw options against ``specs`` (default: the shipped presets) into one :class:`InvalidParameter`."""
+    return parse_job_params(IdPhotoParams, data, context={"specs": specs or default_specs()})

@@ -1,0 +1,227 @@
+"""One ID photo from one decoded portrait: segment, frame, warp, refine, relight, composite, encode, judge.
+
+The face analyzer runs before this (its ``Face`` records are an input), so the same pipeline serves HTTP requests,
+bucket events and the CLI. An expected failure is a value: a photo with the wrong number of faces still yields an
+outcome whose report says ``fail``; only ``strict`` turns a failed report into :class:`NotCompliant`, and only a
+photo with no face at all raises :class:`NoFaceFound` (there is nothing to crop).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from deployments.common.errors import InvalidParameter, NoFaceFound, NotCompliant
+from deployments.faces.types import Face
+from deployments.idphoto.background import composite, render_background
+from deployments.idphoto.geometry import Framing, plan_framing, warp_to_output
+from deployments.idphoto.lighting import correct_lighting
+from deployments.idphoto.matte import LowResMatte, PortraitMatter, estimate_foreground, keep_subject, refine_matte
+from deployments.idphoto.output import EncodedPhoto, encode_photo, encode_sheet, plan_sheet, render_sheet
+from deployments.idphoto.params import TRANSPARENT, IdPhotoParams, hex_to_rgb
+from deployments.idphoto.report import (
+    MAX_BACKGROUND_STD,
+    MAX_CENTRE_OFFSET,
+    MAX_EDGE_PADDING,
+    MAX_SOURCE_SCALE,
+    MAX_TILT_DEG,
+    MIN_SHARPNESS,
+    Check,
+    ComplianceReport,
+    background_std,
+    eye_tilt_deg,
+    face_sharpness,
+    measure_crown_y,
+    ranged,
+    reasons_for,
+)
+from deployments.idphoto.specs import IdSpec
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, eq=False)
+class IdPhotoOutcome:
+    """The finished photo, the optional print sheet, the compliance report and where the time went."""
+
+    photo: bytes
+    media_type: str
+    sheet: bytes | None
+    report: ComplianceReport
+    timings_ms: dict[str, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "media_type": self.media_type,
+            "photo_bytes": len(self.photo),
+            "sheet_bytes": None if self.sheet is None else len(self.sheet),
+            "report": self.report.to_json(),
+            "timings_ms": {k: round(v, 2) for k, v in self.timings_ms.items()},
+        }
+
+
+def make_id_photo(
+    rgb: np.ndarray,
+    faces: Sequence[Face],
+    matte_source: PortraitMatter | LowResMatte,
+    params: IdPhotoParams,
+    specs: Mapping[str, IdSpec] | None = None,
+) -> IdPhotoOutcome:
+    """Build the ID photo for ``rgb`` (image contract: HxWx3 uint8 RGB) whose faces were found beforehand.
+
+    ``matte_source`` is the matter (segmentation runs here) or a :class:`LowResMatte` computed in a batch earlier.
+    """
+    if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
+        raise InvalidParameter(f"expected an HxWx3 uint8 RGB image, got {rgb.dtype} {rgb.shape}")
+    if not faces:
+        raise NoFaceFound("no face found: an ID photo needs one face looking at the camera", details={"face_count": 0})
+    timings: dict[str, float] = {}
+    spec = params.resolve_spec(specs)
+    colour = params.background_colour(spec)
+    face = max(faces, key=lambda f: (f.box[2] - f.box[0]) * (f.box[3] - f.box[1]))
+    size_wh = (spec.width_px, spec.height_px)
+
+    with _timed(timings, "segment_ms"):
+        low = matte_source.segment(rgb) if isinstance(matte_source, PortraitMatter) else matte_source
+    if tuple(low.source_shape) != rgb.shape[:2]:
+        raise InvalidParameter(f"the matte was computed for a {low.source_shape} image, not {rgb.shape[:2]}")
+    with _timed(timings, "segment_ms"):
+        low = keep_subject(low, tuple(np.asarray(face.landmarks[:2], dtype=np.float64).mean(axis=0)))
+    with _timed(timings, "geometry_ms"):
+        framing = plan_framing(face, low, spec, align=params.align)
+    with _timed(timings, "warp_ms"):
+        crop = warp_to_output(rgb, framing.affine, size_wh)
+    with _timed(timings, "refine_ms"):
+        alpha = refine_matte(low.warp_to(framing.affine, size_wh), crop)
+    if params.lighting:
+        with _timed(timings, "lighting_ms"):
+            crop = correct_lighting(crop, alpha > 0.5)
+    with _timed(timings, "compose_ms"):
+        foreground = estimate_foreground(crop, alpha)
+        if colour == TRANSPARENT:
+            background = None
+            photo_rgb = np.clip(foreground * 255.0 + 0.5, 0, 255).astype(np.uint8)
+            photo_alpha = np.clip(alpha * 255.0 + 0.5, 0, 255).astype(np.uint8)
+        else:
+            background = render_background(hex_to_rgb(colour), size_wh, params.render)
+            photo_rgb = composite(foreground, alpha, background)
+            photo_alpha = None
+    with _timed(timings, "encode_ms"):
+        encoded = encode_photo(
+            photo_rgb, params.format, spec.dpi, alpha=photo_alpha, min_kb=params.min_kb, max_kb=params.max_kb
+        )
+    sheet = None
+    if params.layout != "none":
+        with _timed(timings, "layout_ms"):
+            plan = plan_sheet(params.layout, size_wh, spec.dpi)
+            sheet = encode_sheet(render_sheet(photo_rgb, plan, cut_lines=params.cut_lines), params.format)
+    with _timed(timings, "report_ms"):
+        report = judge_photo(photo_rgb, alpha, background, framing, face, len(faces), spec, encoded, params)
+    timings["total_ms"] = sum(timings.values())
+    logger.debug("%s photo %s in %.1f ms: %s", spec.slug, report.verdict, timings["total_ms"], report.reasons)
+    if params.strict and not report.compliant:
+        raise NotCompliant(
+            "the photo does not meet the " + spec.slug + " standard: " + "; ".join(report.reasons),
+            details={"reasons": list(report.reasons), "report": report.to_json()},
+        )
+    return IdPhotoOutcome(encoded.data, encoded.media_type, sheet, report, timings)
+
+
+def judge_photo(
+    photo_rgb: np.ndarray,
+    alpha: np.ndarray,
+    background: np.ndarray | None,
+    framing: Framing,
+    face: Face,
+    face_count: int,
+    spec: IdSpec,
+    encoded: EncodedPhoto,
+    params: IdPhotoParams,
+) -> ComplianceReport:
+    """Measure the finished photo against ``spec`` and the house limits in :mod:`report`."""
+    width_out, height_out = framing.size_wh
+    eyes = framing.eyes_out
+    centre_x = float((eyes[:, 0].mean() + framing.chin_out[0]) / 2.0)
+    face_width_out = float(face.box[2] - face.box[0]) * framing.scale
+    crown_y, crown_touches_top = measure_crown_y(alpha, centre_x, float(eyes[:, 1].mean()), face_width_out)
+    checks: list[Check] = [
+        Check("face_count", float(face_count), 1.0, 1.0, "faces", face_count == 1),
+        ranged("head_height_ratio", (framing.chin_out[1] - crown_y) / height_out, *spec.head_height, "fraction"),
+        ranged("top_margin_ratio", crown_y / height_out, *spec.top_margin, "fraction"),
+        ranged("eye_tilt_deg", eye_tilt_deg(eyes), -MAX_TILT_DEG, MAX_TILT_DEG, "deg"),
+        ranged(
+            "horizontal_offset",
+            (centre_x - width_out / 2.0) / width_out,
+            -MAX_CENTRE_OFFSET,
+            MAX_CENTRE_OFFSET,
+            "fraction",
+        ),
+        ranged("sharpness", face_sharpness(photo_rgb, eyes, framing.chin_out), MIN_SHARPNESS, None, "laplacian_var"),
+        ranged("source_scale", framing.scale, None, MAX_SOURCE_SCALE, "out_px_per_src_px"),
+        ranged("edge_padding", framing.padding["top"] + framing.padding["bottom"], 0.0, MAX_EDGE_PADDING, "fraction"),
+        Check(
+            "crown_visible",
+            0.0 if framing.crown_clipped or crown_touches_top else 1.0,
+            1.0,
+            1.0,
+            "bool",
+            not (framing.crown_clipped or crown_touches_top),
+        ),
+    ]
+    if background is not None:
+        checks.append(
+            ranged(
+                "background_uniformity",
+                background_std(photo_rgb, background, alpha),
+                0.0,
+                MAX_BACKGROUND_STD,
+                "rgb_rms",
+            )
+        )
+    reasons = list(reasons_for(tuple(checks)))
+    if face_count != 1:
+        reasons.insert(0, f"{face_count} faces found; an ID photo needs exactly one (the largest was used)")
+    if not encoded.size_ok:
+        reasons.append(
+            encoded.note or f"file size {encoded.size_kb:.1f} KB outside [{params.min_kb}, {params.max_kb}] KB"
+        )
+    return ComplianceReport(
+        spec=spec.to_json(),
+        face_count=face_count,
+        checks=tuple(checks),
+        reasons=tuple(reasons),
+        notes=tuple(_notes(framing, encoded, params)),
+        encoding=encoded.to_json(),
+    )
+
+
+def _notes(framing: Framing, encoded: EncodedPhoto, params: IdPhotoParams) -> list[str]:
+    notes = []
+    if framing.rotated:
+        notes.append(f"eye line levelled (was {framing.roll_in_deg:+.1f} deg)")
+    if framing.upsampled:
+        notes.append(f"upsampled x{framing.scale:.2f}: the source has fewer pixels than the output needs")
+    if framing.padding["total"] > 0:
+        notes.append(
+            f"{framing.padding['total']:.1%} of the photo lies beyond the source and was filled with background"
+        )
+    if not framing.crown_from_matte:
+        notes.append("crown estimated from face proportions (segmentation missed the head)")
+    if params.lighting:
+        notes.append("white balance and lighting evened out")
+    if encoded.note and encoded.size_ok:
+        notes.append(encoded.note)
+    return notes
+
+
+@contextmanager
+def _timed(timings: dict[str, float], key: str):
+    start = time.perf_counter()
+    yield
+    timings[key] = timings.get(key, 0.0) + (time.perf_counter() - start) * 1000.0

@@ -1,0 +1,136 @@
+"""Does the finished photo meet the standard? Measured on the output itself, not on what the geometry intended.
+
+Every check carries its value, the allowed range, its unit and pass/fail; the verdict is ``pass`` only when all
+checks pass. ``reasons`` says in words why a photo fails; ``notes`` records harmless facts (rotation applied,
+side padding, upsampling) a careful caller may still want to know.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import cv2
+import numpy as np
+
+MAX_TILT_DEG = 2.0
+MAX_CENTRE_OFFSET = 0.05
+MAX_BACKGROUND_STD = 8.0
+MIN_SHARPNESS = 20.0
+MAX_SOURCE_SCALE = 1.5
+MAX_EDGE_PADDING = 0.01
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    value: float | None
+    low: float | None
+    high: float | None
+    unit: str
+    passed: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "value": None if self.value is None else round(float(self.value), 4),
+            "range": [self.low, self.high],
+            "unit": self.unit,
+            "passed": self.passed,
+        }
+
+
+@dataclass(frozen=True)
+class ComplianceReport:
+    spec: dict[str, Any]
+    face_count: int
+    checks: tuple[Check, ...]
+    reasons: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+    encoding: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        return "pass" if not self.reasons else "fail"
+
+    @property
+    def compliant(self) -> bool:
+        return not self.reasons
+
+    def check(self, name: str) -> Check:
+        return next(c for c in self.checks if c.name == name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "reasons": list(self.reasons),
+            "notes": list(self.notes),
+            "face_count": self.face_count,
+            "spec": self.spec,
+            "checks": [c.to_json() for c in self.checks],
+            "encoding": self.encoding,
+        }
+
+
+def ranged(name: str, value: float | None, low: float | None, high: float | None, unit: str) -> Check:
+    passed = value is not None and (low is None or value >= low - 1e-9) and (high is None or value <= high + 1e-9)
+    return Check(name, value, low, high, unit, bool(passed))
+
+
+def reasons_for(checks: tuple[Check, ...]) -> tuple[str, ...]:
+    return tuple(_reason(c) for c in checks if not c.passed)
+
+
+def _reason(check: Check) -> str:
+    if check.value is None:
+        return f"{check.name}: could not be measured"
+    bounds = f"[{'' if check.low is None else check.low}, {'' if check.high is None else check.high}]"
+    return f"{check.name} is {check.value:.3f} {check.unit}, outside {bounds}".replace("  ", " ")
+
+
+def measure_crown_y(alpha: np.ndarray, centre_x: float, eye_y: float, face_width_px: float) -> tuple[float, bool]:
+    """Top of the subject matte above the eyes in output pixels, and whether it touches the top edge."""
+    height, width = alpha.shape
+    columns = np.clip(np.round(centre_x + face_width_px * np.linspace(-0.3, 0.3, 7)).astype(int), 0, width - 1)
+    eye_row = int(np.clip(round(eye_y), 0, height - 1))
+    crown, touches = float(eye_row), False
+    for x in columns:
+        column = alpha[: eye_row + 1, x]
+        if column[eye_row] < 0.5:
+            continue
+        outside = np.nonzero(column[::-1] < 0.5)[0]
+        if outside.size == 0:
+            crown, touches = 0.0, True
+            continue
+        crown = min(crown, float(eye_row - outside[0] + 1))
+    return crown, touches
+
+
+def background_std(output_rgb: np.ndarray, background_rgb: np.ndarray, alpha: np.ndarray) -> float | None:
+    """Spread of the visible background around the intended one (leftover old background, halos)."""
+    mask = (alpha < 0.1).astype(np.uint8)
+    if cv2.countNonZero(mask) < 16:
+        return None
+    intended = np.clip(background_rgb * 255.0 + 0.5, 0, 255).astype(np.uint8)
+    difference = cv2.absdiff(output_rgb, intended).astype(np.float32)
+    return float(np.sqrt(sum(cv2.mean(difference * difference, mask=mask)[:3])))
+
+
+def face_sharpness(output_rgb: np.ndarray, eyes_out: np.ndarray, chin_out: tuple[float, float]) -> float | None:
+    """Variance of the Laplacian over the face (eyes to chin, eye distance wide on each side)."""
+    eye_distance = float(np.linalg.norm(eyes_out[1] - eyes_out[0]))
+    centre_x = float(eyes_out[:, 0].mean())
+    top = int(max(0, eyes_out[:, 1].min() - 0.5 * eye_distance))
+    bottom = int(min(output_rgb.shape[0], chin_out[1]))
+    left = int(max(0, centre_x - eye_distance))
+    right = int(min(output_rgb.shape[1], centre_x + eye_distance))
+    if bottom - top < 8 or right - left < 8:
+        return None
+    gray = cv2.cvtColor(np.ascontiguousarray(output_rgb[top:bottom, left:right]), cv2.COLOR_RGB2GRAY)
+    return float(cv2.Laplacian(gray, cv2.CV_64F).var())
+
+
+def eye_tilt_deg(eyes_out: np.ndarray) -> float:
+    dx, dy = eyes_out[1] - eyes_out[0]
+    return math.degrees(math.atan2(float(dy), float(dx)))

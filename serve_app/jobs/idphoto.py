@@ -1,0 +1,36 @@
+"""ID photo: detect and segment together → frame, matte, relight, composite, encode, judge (in a worker thread)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Mapping
+
+from deployments.idphoto.params import IdPhotoParams
+from deployments.idphoto.pipeline import make_id_photo
+from deployments.idphoto.specs import IdSpec
+from serve_app.jobs.results import JobResult, build_meta, engine_summary
+from serve_app.service import Backend, Limits, Timings, decode_upload
+
+async def make_id_photo_job(
+    backend: Backend, data: bytes, params: IdPhotoParams, specs: Mapping[str, IdSpec], limits: Limits
+) -> JobResult:
+    timings = Timings()
+    with timings.stage("decode"):
+        source = await decode_upload(data, limits)
+    with timings.stage("analyze+segment"):
+        faces, low_matte = await asyncio.gather(backend.analyze_faces(source.rgb), backend.segment_portrait(source.rgb))
+    with timings.stage("compose"):
+        outcome = await asyncio.to_thread(make_id_photo, source.rgb, faces, low_matte, params, specs)
+    timings.ms.update({f"idphoto.{stage}": round(ms, 2) for stage, ms in outcome.timings_ms.items()})
+    engine, weights = engine_summary([backend.matte_engine()], fallback="none")
+    spec = outcome.report.spec
+    meta = build_meta(
+        "idphoto", params, engine, weights, faces=len(faces), size_wh=(spec["width_px"], spec["height_px"]),
+        media_type=outcome.media_type, body=outcome.photo, timings_ms=timings.ms, report=outcome.report.to_json(),
+    )
+    attachments = {"report": outcome.report.to_json()}
+    if outcome.sheet is not None:
+        attachments["sheet_b64"] = base64.b64encode(outcome.sheet).decode("ascii")
+        attachments["sheet_media_type"] = outcome.media_type
+    return JobResult(body=outcome.photo, media_type=outcome.media_type, meta=meta, attachments=attachments)

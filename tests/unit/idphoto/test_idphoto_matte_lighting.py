@@ -1,0 +1,77 @@
+"""Matte refinement, colour decontamination, lighting and background renders on inputs with known answers."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from deployments.idphoto.background import composite, render_background
+from deployments.idphoto.lighting import MAX_GAIN_CHANGE, correct_lighting, white_balance
+from deployments.idphoto.matte import compose_affine, estimate_foreground, invert_affine, letterbox, refine_matte
+
+
+def two_tone(width_px: int = 200, height_px: int = 160) -> tuple[np.ndarray, np.ndarray]:
+    """Dark subject on the left half, light background on the right; the true edge is at x = width / 2."""
+    rgb = np.full((height_px, width_px, 3), (230, 220, 60), np.uint8)
+    rgb[:, : width_px // 2] = (40, 60, 120)
+    truth = np.zeros((height_px, width_px), np.float32)
+    truth[:, : width_px // 2] = 1.0
+    return rgb, truth
+
+
+def test_letterbox_maps_points_exactly():
+    rgb = np.zeros((3000, 4000, 3), np.uint8)
+    rgb[1000:1010, 2000:2010] = 255
+    square, affine = letterbox(rgb, 256)
+    assert square.shape == (256, 256, 3)
+    x, y = affine @ np.array([2004.5, 1004.5, 1.0])
+    assert square[int(round(y)), int(round(x))].max() > 0
+    assert np.allclose(compose_affine(affine, invert_affine(affine)), np.eye(3)[:2])
+
+
+def test_refine_snaps_a_blurred_matte_to_the_image_edge():
+    rgb, truth = two_tone(400, 320)
+    shifted = np.zeros_like(truth)
+    shifted[:, : truth.shape[1] // 2 + 3] = 1.0
+    coarse = cv2.GaussianBlur(shifted, (0, 0), 3)
+    refined = refine_matte(coarse, rgb)
+    assert np.abs(refined - truth).mean() < 0.7 * np.abs(coarse - truth).mean()
+    assert refined[:, 199].min() > 0.9  # the edge itself moved back to the image edge
+    assert refined.dtype == np.float32 and refined.min() >= 0.0 and refined.max() <= 1.0
+
+
+def test_decontamination_removes_the_old_background_from_edges():
+    rgb, truth = two_tone()
+    alpha = cv2.GaussianBlur(truth, (0, 0), 2)
+    observed = composite(rgb.astype(np.float32) / 255.0, alpha, np.full_like(rgb, (230, 220, 60), np.float32) / 255.0)
+    foreground = estimate_foreground(observed, alpha)
+    edge = (alpha > 0.2) & (alpha < 0.8)
+    subject = np.array([40, 60, 120]) / 255.0
+    naive_error = np.abs(observed[edge] / 255.0 - subject).mean()
+    assert np.abs(foreground[edge] - subject).mean() < 0.5 * naive_error
+
+
+def test_white_balance_is_clipped_and_geometry_untouched():
+    rgb = np.full((120, 90, 3), (200, 150, 100), np.uint8)
+    balanced = white_balance(rgb)
+    gains = balanced.reshape(-1, 3).mean(0) / rgb.reshape(-1, 3).mean(0)
+    assert np.all(np.abs(gains - 1.0) <= MAX_GAIN_CHANGE + 0.01)
+    assert balanced[0, 0, 0] < 200 and balanced[0, 0, 2] > 100
+    corrected = correct_lighting(rgb, np.ones((120, 90), bool))
+    assert corrected.shape == rgb.shape and corrected.dtype == np.uint8
+
+
+@pytest.mark.parametrize("render", ["solid", "vertical", "radial"])
+def test_background_renders(render):
+    background = render_background((98, 139, 206), (100, 140), render)
+    assert background.shape == (140, 100, 3)
+    top, bottom = background[0, 0], background[-1, 50]
+    if render == "solid":
+        assert np.allclose(background, background[0, 0])
+    if render == "vertical":
+        assert np.allclose(top * 255, (98, 139, 206), atol=0.5) and (bottom > top).all()
+    if render == "radial":
+        assert (background[int(0.35 * 139), 50] > background[0, 0]).all()
+    white = render_background((255, 255, 255), (100, 140), render)
+    assert np.allclose(white, 1.0)
