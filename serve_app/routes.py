@@ -4,24 +4,17 @@
 """
 
 import logging
-from functools import lru_cache
-from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from deployments.common.errors import ServiceError
-from deployments.common.params import parse_params
 from deployments.idphoto.params import IdPhotoParams
-from deployments.idphoto.params import parse_params as parse_idphoto_params
-from deployments.idphoto.specs import IdSpec, load_specs
 from deployments.restore.params import RestoreParams
 from serve_app.errors import install_error_handlers
-from serve_app.jobs.idphoto import make_id_photo_job
-from serve_app.jobs.restore import restore_photo
-from serve_app.jobs.results import JobResult
+from serve_app.jobs import job_context, parse_job_params, run_job
 from serve_app.schemas import ErrorOut, FacesOut, HealthOut
-from serve_app.service import SERVICE_VERSION, Backend, Limits, find_faces
+from serve_app.service import SERVICE_VERSION, Backend, find_faces
 from serve_app.settings import Settings, get_settings
 from serve_app.uploads import read_upload
 
@@ -41,17 +34,14 @@ def _settings(request: Request) -> Settings:
     return getattr(request.app.state, "settings", None) or get_settings()
 
 
-def _limits(settings: Settings) -> Limits:
-    return Limits(max_bytes=settings.max_image_bytes, max_pixels=settings.max_image_pixels)
-
-
-@lru_cache(maxsize=4)
-def _id_specs(path: Path) -> dict[str, IdSpec]:
-    return load_specs(path)
-
-
-def _job_response(result: JobResult, return_: str) -> Response:
-    if return_ == "json":
+async def _run_job(request: Request, task: str) -> Response:
+    """Every job route: read the upload, validate the options, run the job, answer image bytes or JSON."""
+    settings = _settings(request)
+    upload = await read_upload(request, max_bytes=settings.max_image_bytes)
+    context = job_context(settings)
+    params = parse_job_params(task, upload.fields, context)
+    result = await run_job(_backend(request), task, upload.data, params, context)
+    if params.return_ == "json":
         return JSONResponse(result.to_json(), headers=result.headers())
     return Response(content=result.body, media_type=result.media_type, headers=result.headers())
 
@@ -121,7 +111,7 @@ def create_api() -> FastAPI:
         """Every face: box, score, 5 landmarks and roll, in original-image pixels after EXIF orientation."""
         settings = _settings(request)
         upload = await read_upload(request, max_bytes=settings.max_image_bytes)
-        return await find_faces(_backend(request), upload.data, _limits(settings))
+        return await find_faces(_backend(request), upload.data, job_context(settings).limits)
 
     @api.post(
         "/v1/restore",
@@ -134,16 +124,12 @@ def create_api() -> FastAPI:
 
         The ``X-Portrait-Engine`` header (and ``meta.engine`` with ``return=json``) names the engine that ran.
         """
-        settings = _settings(request)
-        upload = await read_upload(request, max_bytes=settings.max_image_bytes)
-        params = parse_params(RestoreParams, upload.fields)
-        result = await restore_photo(_backend(request), upload.data, params, _limits(settings))
-        return _job_response(result, params.return_)
+        return await _run_job(request, "restore")
 
     @api.get("/v1/idphoto/specs", tags=["jobs"])
     async def idphoto_specs(request: Request) -> dict:
         """The ID-photo standards (``configs/id_specs.yaml``): size, DPI, head-height and top-margin ranges."""
-        return {"specs": [spec.to_json() for spec in _id_specs(_settings(request).id_specs).values()]}
+        return {"specs": [spec.to_json() for spec in job_context(_settings(request)).id_specs.values()]}
 
     @api.post(
         "/v1/idphoto",
@@ -157,11 +143,6 @@ def create_api() -> FastAPI:
         ``return=json`` adds the report and the print sheet (``layout``); ``strict=true`` refuses a non-compliant
         result with 422 and the reasons. The image response carries ``X-Portrait-Compliance: pass|fail``.
         """
-        settings = _settings(request)
-        upload = await read_upload(request, max_bytes=settings.max_image_bytes)
-        specs = _id_specs(settings.id_specs)
-        params = parse_idphoto_params(upload.fields, specs)
-        result = await make_id_photo_job(_backend(request), upload.data, params, specs, _limits(settings))
-        return _job_response(result, params.return_)
+        return await _run_job(request, "idphoto")
 
     return api
