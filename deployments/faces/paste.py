@@ -40,12 +40,14 @@ def paste_back(
     blend: float = 1.0,
     upscale: int = 1,
     feather_px: float | None = None,
+    mask: np.ndarray | None = None,
 ) -> np.ndarray:
     """Return a copy of ``image_rgb`` with every crop blended in through its feathered footprint.
 
     ``image_rgb`` is the base at output resolution (the caller upscales it ×``upscale``); matrices still refer to the
     ORIGINAL image. Faces are composited in order, so overlapping faces each keep their soft edge over the result
     so far. ``blend`` 0..1 mixes processed over original; ``feather_px`` is in crop pixels (default 6 % of the side).
+    ``mask`` (crop-sized float32 in [0, 1]) replaces the feathered square, e.g. DCT-Net's elliptical head mask.
     """
     if not 0.0 <= blend <= 1.0:
         raise InvalidParameter(f"blend must be within 0..1, got {blend}")
@@ -53,6 +55,8 @@ def paste_back(
         raise InvalidParameter(f"upscale must be one of {ALLOWED_UPSCALES}, got {upscale}")
     if image_rgb.ndim != 3 or image_rgb.shape[2] != 3 or image_rgb.dtype != np.uint8:
         raise InvalidParameter(f"image must be HxWx3 uint8 RGB, got {image_rgb.shape} {image_rgb.dtype}")
+    if mask is not None and (mask.ndim != 2 or mask.shape[0] != mask.shape[1]):
+        raise InvalidParameter(f"mask must be a square HxW float array, got {mask.shape}")
     result = image_rgb.copy()
     if blend == 0.0:
         return result
@@ -60,16 +64,25 @@ def paste_back(
     for crop, matrix in crops_with_matrices:
         if crop.ndim != 3 or crop.shape[2] != 3 or crop.shape[0] != crop.shape[1] or crop.dtype != np.uint8:
             raise InvalidParameter(f"crops must be square SxSx3 uint8 RGB, got {crop.shape} {crop.dtype}")
-        _paste_one(result, crop, _crop_to_output(matrix, upscale), blend, feather_px, width, height)
+        crop_mask = _crop_mask(crop.shape[0], feather_px, mask)
+        _paste_one(result, crop, crop_mask, _crop_to_output(matrix, upscale), blend, width, height)
     return result
+
+
+def _crop_mask(side_px: int, feather_px: float | None, mask: np.ndarray | None) -> np.ndarray:
+    if mask is None:
+        return feather_mask(side_px, feather_px if feather_px is not None else DEFAULT_FEATHER_FRAC * side_px)
+    if mask.shape[0] == side_px:
+        return mask.astype(np.float32, copy=False)
+    return cv2.resize(mask.astype(np.float32), (side_px, side_px), interpolation=cv2.INTER_AREA)
 
 
 def _paste_one(
     result: np.ndarray,
     crop: np.ndarray,
+    crop_mask: np.ndarray,
     crop_to_out: np.ndarray,
     blend: float,
-    feather_px: float | None,
     width: int,
     height: int,
 ) -> None:
@@ -86,11 +99,8 @@ def _paste_one(
     local[:, 2] -= (x0, y0)
     size = (x1 - x0, y1 - y0)
     face = cv2.warpAffine(crop, local, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-    feather = feather_px if feather_px is not None else DEFAULT_FEATHER_FRAC * side_px
-    mask = cv2.warpAffine(
-        feather_mask(side_px, feather), local, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
-    )
-    alpha = (mask * blend)[:, :, None]
+    footprint_mask = cv2.warpAffine(crop_mask, local, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+    alpha = (footprint_mask * blend)[:, :, None]
     region = result[y0:y1, x0:x1].astype(np.float32)
     region += alpha * (face.astype(np.float32) - region)
     result[y0:y1, x0:x1] = np.clip(np.rint(region), 0, 255).astype(np.uint8)

@@ -14,6 +14,7 @@ import torch
 
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter
+from deployments.common.torch_device import pick_device
 from deployments.common.weights import ModelStore
 from deployments.restore.classic import restore_face_classic
 from deployments.restore.engine import restore_with_gpen
@@ -42,7 +43,7 @@ class FaceRestorerEngine:
     def __init__(self, model_name: str, store: ModelStore, options: RestorerOptions = RestorerOptions()) -> None:
         self.model_name = model_name
         self.options = options
-        self.device = _pick_device(options.device)
+        self.device = pick_device(options.device)
         path = store.find(model_name)
         if path is None:
             logger.warning("%s weights are absent: serving the classic (non-neural) restorer", model_name)
@@ -68,9 +69,3 @@ class FaceRestorerEngine:
             channels_last=self.options.channels_last and self.device.type == "cuda",
         )
         return [RestoredFace(face, self.info) for face in restored]
-
-
-def _pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)

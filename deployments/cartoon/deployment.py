@@ -1,0 +1,60 @@
+"""``CartoonHead`` and ``CartoonBackground``: one class, bound twice (288 head crops / whole images), batched over
+items from any request; a batch may mix styles and sizes (the engine groups them)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ray import serve
+
+from deployments.cartoon.engine import CartoonEngine, ModelKind
+from deployments.cartoon.styles import cartoon_styles
+from deployments.cartoon.types import Stylized, StyleJob
+from deployments.common.torch_device import DeviceOptions
+from serve_app.replica import BatchConfig, apply_batch_config, gpu_facts, options_from, replica_facts, torch_threads
+from serve_app.settings import get_settings
+
+
+@serve.deployment(name="Cartoonizer")
+class Cartoonizer:
+    def __init__(self, kind: ModelKind) -> None:
+        torch_threads(1)
+        self._kind = kind
+        self._store = get_settings().open_model_store()
+        self._styles = cartoon_styles(self._store.manifest)
+        self._engine = CartoonEngine(kind, self._styles, self._store)
+        self._batch = BatchConfig()
+        self._device = DeviceOptions()
+
+    def reconfigure(self, user_config: dict[str, Any]) -> None:
+        """``user_config``: batch keys plus ``device``."""
+        self._batch, rest = apply_batch_config(self.stylize, user_config)
+        device = options_from(DeviceOptions, rest)
+        if device != self._device:
+            self._device = device
+            self._engine = CartoonEngine(self._kind, self._styles, self._store, device.device)
+
+    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.02)
+    async def stylize(self, jobs: list[StyleJob]) -> list[Stylized]:
+        return await asyncio.to_thread(self._engine.stylize, jobs)
+
+    async def health(self) -> dict[str, Any]:
+        engines = {style: self._engine.engine_for(style).to_json() for style in self._engine.styles}
+        neural = any(info["neural"] for info in engines.values())
+        models = [
+            self._store.status(name).to_json()
+            for style in self._styles.values()
+            for name in ([style.head_model] if self._kind == "head" else [style.background_model])
+            if name
+        ]
+        return {
+            "status": "ok" if neural else "degraded",
+            "kind": self._kind,
+            "engine": "dctnet" if neural else ("classic-cartoon" if self._kind == "background" else "none"),
+            "styles": engines,
+            "models": models,
+            "batch": self._batch.model_dump(),
+            **gpu_facts(),
+            **replica_facts(),
+        }

@@ -1,0 +1,88 @@
+"""The engine a cartoon replica holds: every style's DCT-Net graph of one kind (head or whole image) that the store
+has, and the classic engine for whole images of styles without weights.
+
+Jobs arrive as RGB (the image contract) and are converted to BGR here, at the model's edge (the official graphs take
+BGR). A batch may mix styles and sizes: items are grouped by (style, shape) and each group is one forward pass.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+import numpy as np
+import torch
+
+from deployments.cartoon.classic import cartoonize_classic
+from deployments.cartoon.dctnet import DctNet, load_dctnet
+from deployments.cartoon.styles import CartoonStyle
+from deployments.cartoon.types import Stylized, StyleJob
+from deployments.common.engine import EngineInfo
+from deployments.common.errors import InvalidParameter
+from deployments.common.torch_device import pick_device
+from deployments.common.weights import ModelStore
+
+logger = logging.getLogger(__name__)
+
+ModelKind = Literal["head", "background"]
+CLASSIC = EngineInfo(engine="classic-cartoon", neural=False)
+NO_HEAD_MODEL = EngineInfo(engine="none", neural=False)
+
+
+class CartoonEngine:
+    def __init__(self, kind: ModelKind, styles: Mapping[str, CartoonStyle], store: ModelStore, device: str = "auto"):
+        self.kind = kind
+        self.device = pick_device(device)
+        if self.device.type == "cuda":
+            # TF32 convolutions drift from the official float32 graphs; exactness is the point of this port.
+            torch.backends.cudnn.allow_tf32 = False
+        self._models: dict[str, tuple[DctNet, EngineInfo] | None] = {}
+        for name, style in styles.items():
+            model_name = style.head_model if kind == "head" else style.background_model
+            path = store.find(model_name) if model_name else None
+            if path is None:
+                fallback = "classic engine" if kind == "background" else "no head pass"
+                logger.warning("style %s has no %s weights: %s", name, kind, fallback)
+                self._models[name] = None
+                continue
+            info = EngineInfo.from_weights("dctnet", store.status(model_name))
+            self._models[name] = (load_dctnet(path).to(self.device), info)
+
+    @property
+    def styles(self) -> list[str]:
+        return list(self._models)
+
+    def engine_for(self, style: str) -> EngineInfo:
+        loaded = self._model(style)
+        if loaded is not None:
+            return loaded[1]
+        return CLASSIC if self.kind == "background" else NO_HEAD_MODEL
+
+    def stylize(self, jobs: Sequence[StyleJob]) -> list[Stylized]:
+        results: list[Stylized | None] = [None] * len(jobs)
+        groups: dict[tuple[str, tuple[int, ...]], list[int]] = defaultdict(list)
+        for index, job in enumerate(jobs):
+            groups[(job.style, job.image.shape)].append(index)
+        for (style, _), indices in groups.items():
+            for index, image in zip(indices, self._run(style, [jobs[i].image for i in indices])):
+                results[index] = Stylized(image=image, engine=self.engine_for(style))
+        return results
+
+    def _run(self, style: str, images_rgb: list[np.ndarray]) -> list[np.ndarray | None]:
+        loaded = self._model(style)
+        if loaded is None:
+            if self.kind == "head":
+                return [None] * len(images_rgb)
+            return [cartoonize_classic(image) for image in images_rgb]
+        model, _ = loaded
+        batch_bgr = torch.from_numpy(np.stack(images_rgb)[..., ::-1].copy()).permute(0, 3, 1, 2)
+        out_bgr = model.forward_batch(batch_bgr.to(self.device, torch.float32))
+        out_rgb = out_bgr.permute(0, 2, 3, 1).flip(-1).cpu().numpy()
+        return [np.ascontiguousarray(image) for image in out_rgb]
+
+    def _model(self, style: str) -> tuple[DctNet, EngineInfo] | None:
+        if style not in self._models:
+            raise InvalidParameter(f"unknown style {style!r}; styles: {', '.join(self._models)}")
+        return self._models[style]

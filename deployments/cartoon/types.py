@@ -1,0 +1,25 @@
+"""Records that cross between the cartoon replicas and the ingress (torch-free: the ingress unpickles them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from deployments.common.engine import EngineInfo
+
+
+@dataclass(frozen=True, eq=False)
+class StyleJob:
+    """One image for a style model: a 288 head crop or a prepared whole image (HxWx3 uint8 RGB)."""
+
+    style: str
+    image: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class Stylized:
+    """The stylized image (same size as the job's), or ``None`` when this style has no model of this kind."""
+
+    image: np.ndarray | None
+    engine: EngineInfo
