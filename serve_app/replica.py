@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from deployments.common.errors import InvalidParameter
+from serve_app.metrics import record_gpu_memory
 
 T = TypeVar("T")
 
@@ -56,12 +57,13 @@ def torch_threads(num_threads: int = 1) -> None:
     torch.set_num_threads(num_threads)
 
 
-def gpu_facts() -> dict[str, Any]:
-    """GPU memory this replica holds, when CUDA is present (``/healthz`` shows it)."""
+def gpu_facts(stage: str) -> dict[str, Any]:
+    """GPU memory this replica holds, when CUDA is present (``/healthz`` shows it; a gauge exports it)."""
     import torch
 
     if not torch.cuda.is_available():
         return {"device": "cpu"}
+    record_gpu_memory(stage, torch.cuda.memory_allocated())
     return {
         "device": torch.cuda.get_device_name(),
         "gpu_memory_allocated_mib": round(torch.cuda.memory_allocated() / 2**20, 1),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import numpy as np
 from ray import serve
 
 from deployments.cartoon.engine import CartoonEngine, ModelKind
@@ -13,7 +14,11 @@ from deployments.cartoon.styles import cartoon_styles
 from deployments.cartoon.types import Stylized, StyleJob
 from deployments.common.torch_device import DeviceOptions
 from serve_app.replica import BatchConfig, apply_batch_config, gpu_facts, options_from, replica_facts, torch_threads
+from serve_app.metrics import record_batch
 from serve_app.settings import get_settings
+
+
+PROBE_IMAGE = np.full((16, 16, 3), 128, np.uint8)
 
 
 @serve.deployment(name="Cartoonizer")
@@ -37,7 +42,13 @@ class Cartoonizer:
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.02)
     async def stylize(self, jobs: list[StyleJob]) -> list[Stylized]:
+        record_batch(f"Cartoon[{self._kind}]", len(jobs))
         return await asyncio.to_thread(self._engine.stylize, jobs)
+
+    def check_health(self) -> None:
+        """Serve's periodic probe: every loaded style runs a 16x16 forward pass."""
+        self._engine.stylize([StyleJob(style, PROBE_IMAGE) for style in self._engine.styles])
+        gpu_facts(f"Cartoon[{self._kind}]")
 
     async def health(self) -> dict[str, Any]:
         engines = {style: self._engine.engine_for(style).to_json() for style in self._engine.styles}
@@ -55,6 +66,6 @@ class Cartoonizer:
             "styles": engines,
             "models": models,
             "batch": self._batch.model_dump(),
-            **gpu_facts(),
+            **gpu_facts(f"Cartoon[{self._kind}]"),
             **replica_facts(),
         }

@@ -12,9 +12,11 @@ from ray import serve
 from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalyzerEngine
 from deployments.faces.types import Face
 from serve_app.replica import BatchConfig, apply_batch_config, limit_cpu_threads, options_from, replica_facts
+from serve_app.metrics import record_batch, record_faces
 from serve_app.settings import get_settings
 
 FACE_MODELS = ("face-detect-short", "face-detect-full", "face-mesh")
+PROBE_IMAGE = np.full((64, 64, 3), 128, np.uint8)
 
 
 @serve.deployment(name="FaceAnalyzer")
@@ -34,7 +36,14 @@ class FaceAnalyzer:
 
     @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.01)
     async def analyze(self, images: list[np.ndarray]) -> list[list[Face]]:
-        return await asyncio.to_thread(self._engine.analyze_batch, images)
+        record_batch("FaceAnalyzer", len(images))
+        faces = await asyncio.to_thread(self._engine.analyze_batch, images)
+        record_faces([len(found) for found in faces])
+        return faces
+
+    def check_health(self) -> None:
+        """Serve's periodic probe: the interpreters answer (a blank image has no face)."""
+        self._engine.analyze(PROBE_IMAGE)
 
     async def health(self) -> dict[str, Any]:
         return {

@@ -16,7 +16,11 @@ from deployments.common.errors import InvalidParameter
 from deployments.idphoto.matte import MATTE_MODEL, LowResMatte
 from deployments.idphoto.matte import PortraitMatter as PortraitMatterEngine
 from serve_app.replica import BatchConfig, apply_batch_config, limit_cpu_threads, replica_facts
+from serve_app.metrics import record_batch
 from serve_app.settings import get_settings
+
+
+PROBE_IMAGE = np.full((64, 64, 3), 128, np.uint8)
 
 
 @serve.deployment(name="PortraitMatter")
@@ -35,7 +39,12 @@ class PortraitMatter:
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.005)
     async def segment(self, images: list[np.ndarray]) -> list[LowResMatte]:
+        record_batch("PortraitMatter", len(images))
         return await asyncio.to_thread(self._engine.segment_batch, images)
+
+    def check_health(self) -> None:
+        """Serve's periodic probe: the segmentation interpreter answers."""
+        self._engine.segment(PROBE_IMAGE)
 
     async def health(self) -> dict[str, Any]:
         return {

@@ -12,6 +12,7 @@ from ray import serve
 from deployments.restore.restorer import FaceRestorerEngine, RestorerOptions
 from deployments.restore.types import RestoredFace
 from serve_app.replica import BatchConfig, apply_batch_config, gpu_facts, options_from, replica_facts, torch_threads
+from serve_app.metrics import record_batch
 from serve_app.settings import get_settings
 
 
@@ -33,7 +34,13 @@ class FaceRestorer:
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.02)
     async def restore(self, crops: list[np.ndarray]) -> list[RestoredFace]:
+        record_batch(f"FaceRestorer[{self._model_name}]", len(crops))
         return await asyncio.to_thread(self._engine.restore, crops)
+
+    def check_health(self) -> None:
+        """Serve's periodic probe: weights loaded; on a GPU, a one-face forward pass must work."""
+        self._engine.probe()
+        gpu_facts(f"FaceRestorer[{self._model_name}]")
 
     async def health(self) -> dict[str, Any]:
         info = self._engine.info
@@ -45,6 +52,6 @@ class FaceRestorer:
             "models": [self._store.status(self._model_name).to_json()],
             "batch": self._batch.model_dump(),
             "options": dataclasses.asdict(self._engine.options),
-            **gpu_facts(),
+            **gpu_facts(f"FaceRestorer[{self._model_name}]"),
             **replica_facts(),
         }
