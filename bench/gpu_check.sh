@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The device check, in one call: `run` with command `bash bench/gpu_check.sh` (timeout_s 540).
+# Uses the GPU image's python3 (torch, numpy, opencv, pillow, scikit-image); results land in $OUT.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "${OUT:-test-output}/nvidia-smi.csv"
+timeout 500 python3 bench/gpu_check.py --out "${OUT:-test-output}" 2>&1 | tee "${OUT:-test-output}/gpu_check.log"
