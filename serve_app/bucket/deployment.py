@@ -1,0 +1,115 @@
+"""``BucketRunner``: the bucket-event trigger of the pipeline graph, one replica. The only Ray code of the runner.
+
+It holds the same model handles as the ingress and runs jobs in-process through them (``HandleBackend``), never
+through its own HTTP endpoint. ``user_config`` (validated in ``reconfigure``, loop check included):
+
+    routes: [ {name, input, output, task, params, suffixes, event_bucket, poll, store}, ... ]
+    poll_interval_s: 10          # how often polled routes (local folders by default) are listed
+    max_concurrency: 4           # objects in flight; more events wait instead of being dropped
+    job_timeout_s: 300
+    retry: {max_attempts: 4, initial_backoff_s: 0.5, max_backoff_s: 10}
+    sqs: {queue_url, region, endpoint_url, wait_time_s: 20, visibility_timeout_s: 900}   # optional
+
+On (re)configuration every route is reconciled once, so uploads made while the service was down are processed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+from ray import serve
+from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
+from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError
+
+from deployments.common.errors import InvalidParameter
+from serve_app.bucket.events import ObjectEvent
+from serve_app.bucket.routing import build_routing_table
+from serve_app.bucket.runner import (
+    BucketWorker,
+    RetryPolicy,
+    RunnerConfig,
+    SqsConsumer,
+    is_transient,
+    job_executor,
+)
+from serve_app.handles import HandleBackend
+from serve_app.jobs import job_context
+from serve_app.settings import get_settings
+
+logger = logging.getLogger(__name__)
+
+# A replica restarting or overloaded: worth retrying, never the caller's fault.
+RAY_TRANSIENT = (
+    RayActorError,
+    ActorDiedError,
+    ActorUnavailableError,
+    GetTimeoutError,
+    BackPressureError,
+    DeploymentUnavailableError,
+    ReplicaUnavailableError,
+)
+
+
+def is_transient_in_ray(exc: BaseException) -> bool:
+    return is_transient(exc) or isinstance(exc, RAY_TRANSIENT)
+
+
+@serve.deployment(name="BucketRunner", num_replicas=1)
+class BucketRunner:
+    def __init__(self, *stage_handles: Any) -> None:
+        """``stage_handles``: the model handles, in the order ``HandleBackend`` (and the ingress) take them."""
+        settings = get_settings()
+        self._backend = HandleBackend(*stage_handles, manifest=settings.open_model_store().manifest)
+        self._context = job_context(settings)
+        self._base_dir = settings.buckets_root
+        self._config = RunnerConfig()
+        self._worker: BucketWorker | None = None
+        self._sqs: SqsConsumer | None = None
+        self._loops: list[asyncio.Task[None]] = []
+
+    async def reconfigure(self, user_config: dict[str, Any]) -> None:
+        try:
+            config = RunnerConfig.model_validate(user_config or {})
+        except ValidationError as exc:
+            raise InvalidParameter(f"BucketRunner user_config: {exc}") from None
+        table = build_routing_table(config.routes, self._context, base_dir=self._base_dir)
+        worker = BucketWorker(
+            table,
+            job_executor(self._backend, self._context),
+            self._context,
+            max_concurrency=config.max_concurrency,
+            retry=RetryPolicy(**config.retry.model_dump()),
+            job_timeout_s=config.job_timeout_s,
+            transient=is_transient_in_ray,
+        )
+        for loop in self._loops:  # the previous worker's in-flight objects finish; its loops stop
+            loop.cancel()
+        self._config, self._worker = config, worker
+        self._sqs = SqsConsumer(worker, config.sqs) if config.sqs else None
+        self._loops = [asyncio.create_task(worker.poll_forever(config.poll_interval_s), name="bucket-poller")]
+        if self._sqs is not None:
+            self._loops.append(asyncio.create_task(self._sqs.run_forever(), name="sqs-consumer"))
+        logger.info("BucketRunner: %d routes %s, sqs=%s", len(table), [r.name for r in table.routes], bool(config.sqs))
+
+    async def submit(self, events: list[ObjectEvent]) -> int:
+        """Hand events to the worker and return at once; the objects are processed in background tasks."""
+        if self._worker is None:
+            return 0
+        return self._worker.submit(events)
+
+    async def health(self) -> dict[str, Any]:
+        worker = self._worker
+        return {
+            "status": "ok" if all(not loop.done() for loop in self._loops) else "failing",
+            "routes": [
+                {"name": r.name, "input": str(r.input), "output": str(r.output), "task": r.task, "poll": r.poll}
+                for r in (worker.table.routes if worker else ())
+            ],
+            "in_flight": worker.in_flight if worker else 0,
+            "outcomes": dict(worker.counts) if worker else {},
+            "sqs": {"deleted": self._sqs.deleted, "kept": self._sqs.kept} if self._sqs else None,
+            "config": {k: v for k, v in self._config.model_dump().items() if k not in ("routes", "sqs")},
+        }

@@ -1,0 +1,146 @@
+"""What a bucket route writes beside each source object, and how to read it back. Shared by the runner and the
+backfill CLI, so both name and describe results the same way.
+
+    <output>/<key without extension>.<ext>     the result image
+    <output>/<key without extension>.json      ``ResultRecord``: source (bucket, key, ETag, version), task, params,
+                                               the job's ``ResultMeta``, upload → result lag
+    <output>/_errors/<key>.json                ``ErrorRecord``: the caller-fault error (code, message) for that ETag
+
+The ``.json`` is written after the image: it is the commit marker the idempotency check reads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from deployments.common.errors import InputError, PortraitError
+from serve_app.jobs.results import JobResult
+from serve_app.schemas import ErrorDetail, ResultMeta
+from storage.base import Location, ObjectInfo, ObjectStore
+from storage.errors import ObjectNotFound
+from storage.keys import error_key, metadata_key, result_key, safe_join
+
+logger = logging.getLogger(__name__)
+
+MAX_RECORD_BYTES = 1 << 20
+RECORD_CONTENT_TYPE = "application/json"
+_EXTENSIONS = {"image/jpeg": "jpg", "image/png": "png", "image/webp": "webp"}
+
+
+class ResultCollision(InputError):
+    """Two sources share a stem (``a.jpg``, ``a.png``) and so the same result name; the second one is refused."""
+
+    code = "result_collision"
+    http_status = 409
+
+
+class SourceOut(BaseModel):
+    bucket: str  # the S3 bucket, or the local folder
+    key: str  # the full key in that bucket
+    etag: str
+    version_id: str | None = None
+    size_bytes: int
+    last_modified: datetime
+
+
+class ResultRecord(BaseModel):
+    kind: Literal["result"] = "result"
+    source: SourceOut
+    route: str
+    task: str
+    params: dict[str, Any]
+    result_key: str
+    meta: ResultMeta
+    uploaded_at: datetime
+    finished_at: datetime
+    event_lag_s: float  # upload (the object's Last-Modified) → result written
+    attempts: int
+
+
+class ErrorRecord(BaseModel):
+    kind: Literal["error"] = "error"
+    source: SourceOut
+    route: str
+    task: str
+    error: ErrorDetail
+    failed_at: datetime
+
+
+def describe_source(location: Location, info: ObjectInfo) -> SourceOut:
+    return SourceOut(
+        bucket=location.bucket,
+        key=safe_join(location.prefix, info.key),
+        etag=info.etag,
+        version_id=info.version_id,
+        size_bytes=info.size_bytes,
+        last_modified=info.last_modified,
+    )
+
+
+def result_extension(media_type: str) -> str:
+    try:
+        return _EXTENSIONS[media_type]
+    except KeyError:
+        raise ValueError(f"no file extension known for media type {media_type!r}") from None
+
+
+def find_records(store: ObjectStore, key: str) -> list[ResultRecord | ErrorRecord]:
+    """The result and error records readable for source ``key`` (zero, one or both)."""
+    found = [_read_record(store, metadata_key("", key), ResultRecord), _read_record(store, error_key("", key), ErrorRecord)]
+    return [record for record in found if record is not None]
+
+
+def is_recorded(records: list[ResultRecord | ErrorRecord], source: SourceOut) -> bool:
+    """Whether a record covers this exact version of the source (same key and ETag), so it is done.
+
+    Raises ``ResultCollision`` when the result name already belongs to another source with the same stem."""
+    mine = [r for r in records if r.source.key == source.key and r.source.bucket == source.bucket]
+    if any(record.source.etag == source.etag for record in mine):
+        return True
+    others = [r for r in records if isinstance(r, ResultRecord) and r not in mine]
+    if others:
+        raise ResultCollision(
+            f"the result name for {source.key!r} is taken by {others[0].source.key!r} (same name, other extension)",
+            details={"other_key": others[0].source.key},
+        )
+    return False
+
+
+def write_result(store: ObjectStore, key: str, result: JobResult, record: ResultRecord) -> None:
+    """The image first, then its ``.json``: a crash in between leaves no record, so the object is redone."""
+    store.put(record.result_key, result.body, content_type=result.media_type)
+    store.put(metadata_key("", key), _dump(record), content_type=RECORD_CONTENT_TYPE)
+    store.delete(error_key("", key))  # an error record of an earlier version no longer describes the object
+
+
+def write_error(store: ObjectStore, key: str, record: ErrorRecord) -> None:
+    store.put(error_key("", key), _dump(record), content_type=RECORD_CONTENT_TYPE)
+
+
+def output_key(key: str, result: JobResult) -> str:
+    return result_key("", key, result_extension(result.media_type))
+
+
+def error_detail(exc: PortraitError) -> ErrorDetail:
+    return ErrorDetail(code=exc.code, message=exc.message, details=exc.details or None)
+
+
+def _dump(record: BaseModel) -> bytes:
+    return record.model_dump_json(indent=2).encode("utf-8")
+
+
+def _read_record(store: ObjectStore, key: str, model: type[BaseModel]) -> Any:
+    try:
+        stored = store.get(key, max_bytes=MAX_RECORD_BYTES)
+    except ObjectNotFound:
+        return None
+    try:
+        return model.model_validate(json.loads(stored.data))
+    except (ValueError, ValidationError) as exc:  # a hand-edited or foreign file: redo the object, say why
+        logger.warning("%s: unreadable record %r (%s); the source will be processed again", store, key, exc)
+        return None

@@ -1,0 +1,444 @@
+"""The bucket runner's core, without Ray: one object in → one result or one error record out, exactly once.
+
+Every trigger ends in ``BucketWorker.process_object(route, key)``:
+
+1. ``head`` the object (gone → nothing to do); read its records at the output: a result or error record naming this
+   key and ETag means it is done (duplicate events and replays give one result);
+2. params = route defaults + ``x-amz-meta-portrait-params``; read the object with the HTTP byte limit (the pixel
+   limit applies when the job decodes it); run the job;
+3. write the result, then its ``.json``; a caller fault (``InputError``) writes ``_errors/<key>.json`` instead.
+
+Transient failures (store unavailable, service errors, replica death, timeouts) are retried with exponential backoff,
+then left for the reconciler: no record is written, so the next scan (or the redelivered SQS message) picks the object
+up again. A semaphore bounds the objects in flight: a burst of events waits instead of being dropped.
+
+Triggers: ``submit(events)`` (the webhook; returns at once, work continues in background tasks), ``reconcile(route)``
+(list the input, process what has no record for its current ETag: at start-up, and periodically as the poller for
+stores without notifications), and ``SqsConsumer`` (S3 → SQS notifications).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+from deployments.common.errors import InputError, InvalidParameter, PortraitError, ServiceError
+from deployments.common.params import JobParams
+from serve_app.bucket.events import ObjectEvent, created_events, parse_notification
+from serve_app.bucket.records import (
+    ErrorRecord,
+    ResultRecord,
+    describe_source,
+    error_detail,
+    find_records,
+    is_recorded,
+    output_key,
+    write_error,
+    write_result,
+)
+from serve_app.bucket.routing import BucketRoute, Route, RoutingTable, object_params
+from serve_app.jobs import JobContext, run_job
+from serve_app.jobs.results import JobResult
+from serve_app.schemas import ErrorDetail
+from serve_app.service import Backend
+from storage.base import ObjectStore, open_store
+from storage.errors import ObjectNotFound
+from storage.keys import error_key, metadata_key
+
+logger = logging.getLogger(__name__)
+
+JobExecutor = Callable[[str, bytes, JobParams], Awaitable[JobResult]]
+StoreOpener = Callable[..., ObjectStore]
+
+
+class Status(StrEnum):
+    DONE = "done"  # result and metadata written
+    SKIPPED = "skipped"  # a record already names this ETag
+    FAILED = "failed"  # the caller's fault: error record written, not retried
+    DEFERRED = "deferred"  # transient failure after every retry: left for the reconciler, nothing written
+    GONE = "gone"  # deleted before it could be processed
+
+
+@dataclass(frozen=True)
+class ObjectOutcome:
+    route: str
+    key: str
+    status: Status
+    etag: str | None = None
+    code: str | None = None  # error code for FAILED / DEFERRED
+    attempts: int = 0
+    lag_s: float | None = None  # upload → result written, for DONE
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with jitter for transient failures; bounded so a stuck object cannot hold a slot."""
+
+    max_attempts: int = 4
+    initial_backoff_s: float = 0.5
+    max_backoff_s: float = 10.0
+
+    def delay_s(self, attempt: int) -> float:
+        base = min(self.max_backoff_s, self.initial_backoff_s * 2 ** (attempt - 1))
+        return base * random.uniform(0.5, 1.0)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Failures worth retrying: our side (service or store errors), timeouts, dropped connections."""
+    return isinstance(exc, (ServiceError, TimeoutError, ConnectionError))
+
+
+def job_executor(backend: Backend, context: JobContext) -> JobExecutor:
+    """Run jobs in-process against ``backend`` (the Serve handles, or ``LocalBackend``)."""
+
+    async def execute(task: str, data: bytes, params: JobParams) -> JobResult:
+        return await run_job(backend, task, data, params, context)
+
+    return execute
+
+
+class BucketWorker:
+    """Processes objects of the routes in ``table``; per-instance state only (store clients, slots, done cache)."""
+
+    def __init__(
+        self,
+        table: RoutingTable,
+        execute: JobExecutor,
+        context: JobContext,
+        *,
+        max_concurrency: int = 4,
+        retry: RetryPolicy = RetryPolicy(),
+        job_timeout_s: float = 300.0,
+        transient: Callable[[BaseException], bool] = is_transient,
+        store_opener: StoreOpener = open_store,
+        on_outcome: Callable[[ObjectOutcome], None] | None = None,
+    ) -> None:
+        if max_concurrency < 1:
+            raise InvalidParameter(f"max_concurrency must be at least 1, got {max_concurrency}")
+        self.table = table
+        self._execute = execute
+        self._context = context
+        self._retry = retry
+        self._job_timeout_s = job_timeout_s
+        self._transient = transient
+        self._on_outcome = on_outcome
+        self._slots = asyncio.Semaphore(max_concurrency)
+        self._stores = {
+            route.name: (store_opener(route.input, route.store), store_opener(route.output, route.store))
+            for route in table.routes
+        }
+        self._key_locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}  # lock, users
+        self._done: dict[tuple[str, str], str] = {}  # (route, key) → ETag known to have a record
+        self._background: set[asyncio.Task[Any]] = set()
+        self.counts: dict[str, int] = {status.value: 0 for status in Status}
+
+    # Triggers -------------------------------------------------------------------------------------------------
+
+    def submit(self, events: Iterable[ObjectEvent]) -> int:
+        """Start processing the created objects that match a route; return how many (route, object) pairs."""
+        accepted = 0
+        for event in created_events(list(events)):
+            for match in self.table.match(event.bucket, event.key):
+                self._spawn(self.process_object(match.route, match.key))
+                accepted += 1
+        return accepted
+
+    async def process_event(self, event: ObjectEvent) -> list[ObjectOutcome]:
+        """Process one event and wait for its outcomes (the SQS consumer deletes a message only after them)."""
+        if not event.is_created:
+            return []
+        matches = self.table.match(event.bucket, event.key)
+        return list(await asyncio.gather(*(self.process_object(m.route, m.key) for m in matches)))
+
+    async def reconcile(
+        self, route: Route, *, on_listed: Callable[[int], None] | None = None
+    ) -> list[ObjectOutcome]:
+        """List the route's input and process every object without a record for its current ETag."""
+        source, output = self._stores[route.name]
+        listed = await asyncio.to_thread(lambda: [info for info in source.list() if route.accepts(info.key)])
+        # One listing of the output instead of two reads per object: an object this worker already recorded for
+        # its current ETag is skipped while its record is still there (deleting a record asks for a retry).
+        records = await asyncio.to_thread(lambda: {info.key for info in output.list()})
+        todo = [
+            info
+            for info in listed
+            if self._done.get((route.name, info.key)) != info.etag
+            or not {metadata_key("", info.key), error_key("", info.key)} & records
+        ]
+        logger.log(logging.INFO if todo else logging.DEBUG, "reconcile %s: %d objects listed, %d to check",
+                   route.name, len(listed), len(todo))
+        if on_listed is not None:
+            on_listed(len(todo))
+        return list(await asyncio.gather(*(self.process_object(route, info.key) for info in todo)))
+
+    async def reconcile_all(self, *, polled_only: bool = False) -> list[ObjectOutcome]:
+        outcomes: list[ObjectOutcome] = []
+        for route in self.table.routes:
+            if route.poll or not polled_only:
+                outcomes.extend(await self.reconcile(route))
+        return outcomes
+
+    async def poll_forever(self, interval_s: float) -> None:
+        """Reconcile every route once (uploads made while we were down), then the polled routes every interval.
+
+        A failed scan is logged and tried again next interval: the poller is the safety net and must keep running."""
+        reconciled: set[str] = set()
+        while True:
+            for route in self.table.routes:
+                if route.name in reconciled and not route.poll:
+                    continue
+                try:
+                    await self.reconcile(route)
+                except Exception:
+                    logger.exception("scan of route %s (%s) failed; next try in %.0f s", route.name, route.input,
+                                     interval_s)
+                else:
+                    reconciled.add(route.name)
+            await asyncio.sleep(interval_s)
+
+    async def drain(self) -> None:
+        """Wait for the background work started by ``submit``."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    def cancel(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._background)
+
+    # One object -----------------------------------------------------------------------------------------------
+
+    async def process_object(self, route: Route, key: str) -> ObjectOutcome:
+        """Exactly one result or error record for the object's current version, or DEFERRED with nothing written."""
+        # One attempt per result name at a time: a duplicate event waits, then finds the record and skips (and
+        # ``a.jpg``/``a.png``, which share a result name, cannot both claim it).
+        name = (route.name, metadata_key("", key))
+        lock, users = self._key_locks.get(name, (asyncio.Lock(), 0))
+        self._key_locks[name] = (lock, users + 1)
+        try:
+            async with lock, self._slots:
+                outcome = await self._with_retries(route, key)
+        finally:
+            lock, users = self._key_locks[name]
+            if users == 1:
+                del self._key_locks[name]
+            else:
+                self._key_locks[name] = (lock, users - 1)
+        self.counts[outcome.status.value] += 1
+        if outcome.status in (Status.DONE, Status.SKIPPED, Status.FAILED) and outcome.etag:
+            self._done[(route.name, key)] = outcome.etag
+        if self._on_outcome is not None:
+            self._on_outcome(outcome)
+        return outcome
+
+    async def _with_retries(self, route: Route, key: str) -> ObjectOutcome:
+        for attempt in range(1, self._retry.max_attempts + 1):
+            try:
+                return await self._attempt(route, key, attempt)
+            except Exception as exc:
+                if not self._transient(exc):
+                    raise
+                code = exc.code if isinstance(exc, PortraitError) else type(exc).__name__
+                if attempt == self._retry.max_attempts:
+                    logger.warning(
+                        "%s: %r still failing after %d attempts (%s: %s); left for the reconciler",
+                        route.name, key, attempt, code, exc,
+                    )
+                    return ObjectOutcome(route.name, key, Status.DEFERRED, code=code, attempts=attempt)
+                delay_s = self._retry.delay_s(attempt)
+                logger.info("%s: %r attempt %d failed (%s); retrying in %.2f s", route.name, key, attempt, code, delay_s)
+                await asyncio.sleep(delay_s)
+        raise AssertionError("unreachable: max_attempts >= 1")
+
+    async def _attempt(self, route: Route, key: str, attempt: int) -> ObjectOutcome:
+        source_store, output_store = self._stores[route.name]
+        try:
+            info = await asyncio.to_thread(source_store.head, key)
+        except ObjectNotFound:
+            return ObjectOutcome(route.name, key, Status.GONE, attempts=attempt)
+        source = describe_source(route.input, info)
+        records = await asyncio.to_thread(find_records, output_store, key)
+        try:
+            if is_recorded(records, source):
+                return ObjectOutcome(route.name, key, Status.SKIPPED, etag=info.etag, attempts=attempt)
+            params = object_params(route, info.user_metadata, self._context)
+            stored = await asyncio.to_thread(source_store.get, key, max_bytes=self._context.limits.max_bytes)
+            source = describe_source(route.input, stored.info)  # the version actually read
+            result = await asyncio.wait_for(self._execute(route.task, stored.data, params), self._job_timeout_s)
+        except InputError as exc:
+            failure = ErrorRecord(
+                source=source, route=route.name, task=route.task, error=error_detail(exc), failed_at=_now()
+            )
+            await asyncio.to_thread(write_error, output_store, key, failure)
+            logger.info("%s: %r refused (%s: %s)", route.name, key, exc.code, exc.message)
+            return ObjectOutcome(route.name, key, Status.FAILED, etag=source.etag, code=exc.code, attempts=attempt)
+        except Exception as exc:
+            if self._transient(exc):
+                raise
+            # A bug, not the caller's fault and not transient: record it so one poisoned object is not redone on
+            # every scan (delete its error record to retry), and log the traceback.
+            logger.exception("%s: %r failed unexpectedly", route.name, key)
+            failure = ErrorRecord(
+                source=source, route=route.name, task=route.task, failed_at=_now(),
+                error=ErrorDetail(code="internal_error", message=f"{type(exc).__name__}: {exc}"),
+            )
+            await asyncio.to_thread(write_error, output_store, key, failure)
+            return ObjectOutcome(route.name, key, Status.FAILED, etag=source.etag, code="internal_error", attempts=attempt)
+        finished_at = _now()
+        lag_s = (finished_at - source.last_modified).total_seconds()
+        record = ResultRecord(
+            source=source,
+            route=route.name,
+            task=route.task,
+            params=params.model_dump(by_alias=True),
+            result_key=output_key(key, result),
+            meta=result.meta,
+            uploaded_at=source.last_modified,
+            finished_at=finished_at,
+            event_lag_s=round(lag_s, 3),
+            attempts=attempt,
+        )
+        await asyncio.to_thread(write_result, output_store, key, result, record)
+        return ObjectOutcome(route.name, key, Status.DONE, etag=source.etag, attempts=attempt, lag_s=lag_s)
+
+    def _spawn(self, work: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("bucket work failed", exc_info=task.exception())
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# SQS ------------------------------------------------------------------------------------------------------------
+
+
+class SqsConfig(BaseModel):
+    """The runner's ``sqs`` section: the queue S3 notifies (``aws s3api put-bucket-notification-configuration``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    queue_url: str
+    region: str | None = None
+    endpoint_url: str | None = None
+    access_key: str | None = None
+    secret_key: SecretStr | None = None
+    wait_time_s: int = Field(20, ge=0, le=20, description="long polling: how long one receive waits for messages")
+    visibility_timeout_s: int = Field(900, ge=1, le=43200, description="longer than a job: hidden while processed")
+    max_messages: int = Field(10, ge=1, le=10)
+    error_pause_s: float = Field(5.0, ge=0, description="pause after a failed receive")
+
+
+class SqsConsumer:
+    """Long-polls one queue; deletes a message only after every object it names has a result or error record."""
+
+    def __init__(self, worker: BucketWorker, config: SqsConfig, client: Any = None) -> None:
+        self._worker = worker
+        self._config = config
+        self._client = client if client is not None else sqs_client(config)
+        self.deleted = 0
+        self.kept = 0
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                await self.receive_once()
+            except Exception:
+                logger.exception("SQS receive from %s failed; next try in %.0f s", self._config.queue_url,
+                                 self._config.error_pause_s)
+                await asyncio.sleep(self._config.error_pause_s)
+
+    async def receive_once(self) -> int:
+        """One long poll; returns how many messages were received."""
+        reply = await asyncio.to_thread(
+            self._client.receive_message,
+            QueueUrl=self._config.queue_url,
+            MaxNumberOfMessages=self._config.max_messages,
+            WaitTimeSeconds=self._config.wait_time_s,
+            VisibilityTimeout=self._config.visibility_timeout_s,
+        )
+        messages = reply.get("Messages", [])
+        await asyncio.gather(*(self._handle(message) for message in messages))
+        return len(messages)
+
+    async def _handle(self, message: dict[str, Any]) -> None:
+        try:
+            events = parse_notification(message.get("Body", ""))
+        except InvalidParameter as exc:
+            # Not an S3 notification: nothing to process, and redelivering it would fail the same way forever.
+            logger.error("deleting SQS message %s: %s", message.get("MessageId"), exc.message)
+            await self._delete(message)
+            return
+        outcomes = [o for event in events for o in await self._worker.process_event(event)]
+        if any(outcome.status is Status.DEFERRED for outcome in outcomes):
+            self.kept += 1  # visible again after the visibility timeout; the reconciler may get there first
+            return
+        await self._delete(message)
+
+    async def _delete(self, message: dict[str, Any]) -> None:
+        await asyncio.to_thread(
+            self._client.delete_message, QueueUrl=self._config.queue_url, ReceiptHandle=message["ReceiptHandle"]
+        )
+        self.deleted += 1
+
+
+def sqs_client(config: SqsConfig) -> Any:
+    import boto3
+
+    return boto3.session.Session().client(
+        "sqs",
+        endpoint_url=config.endpoint_url,
+        region_name=config.region,
+        aws_access_key_id=config.access_key,
+        aws_secret_access_key=config.secret_key.get_secret_value() if config.secret_key else None,
+    )
+
+
+# The runner's user_config ------------------------------------------------------------------------------------
+
+
+class RetryConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_attempts: int = Field(4, ge=1, le=20)
+    initial_backoff_s: float = Field(0.5, ge=0, le=60)
+    max_backoff_s: float = Field(10.0, ge=0, le=600)
+
+
+class RunnerConfig(BaseModel):
+    """The ``BucketRunner`` ``user_config``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    routes: list[BucketRoute] = Field(default_factory=list)
+    poll_interval_s: float = Field(10.0, gt=0)
+    max_concurrency: int = Field(4, ge=1, le=256)
+    job_timeout_s: float = Field(300.0, gt=0)
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+    sqs: SqsConfig | None = None
+
+    @model_validator(mode="after")
+    def _visibility_outlasts_a_job(self) -> RunnerConfig:
+        if self.sqs is not None and self.sqs.visibility_timeout_s <= self.job_timeout_s:
+            raise ValueError(
+                f"sqs.visibility_timeout_s ({self.sqs.visibility_timeout_s}) must be longer than job_timeout_s "
+                f"({self.job_timeout_s}), or messages reappear while their objects are processed"
+            )
+        return self

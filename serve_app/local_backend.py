@@ -1,0 +1,86 @@
+"""A ``Backend`` that runs the real engines in this process: for tests, the backfill CLI and benchmarks.
+
+The same engines the model deployments load (``FaceAnalyzerEngine``, ``PortraitMatter``, ``FaceRestorerEngine``,
+``CartoonEngine``),
+called in worker threads, one item at a time (no cross-request batching: that is what Serve adds). Engines hold
+one interpreter per thread, so concurrent calls are safe. The restorer falls back to the classic engine when GPEN
+weights are absent, as the deployments do (the cartoon engines fall back to their classic paths).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from deployments.cartoon.engine import CartoonEngine, ModelKind
+from deployments.cartoon.styles import cartoon_styles
+from deployments.cartoon.types import Stylized, StyleJob
+from deployments.common.engine import EngineInfo
+from deployments.common.errors import InvalidParameter
+from deployments.common.weights import ModelStore
+from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalyzerEngine
+from deployments.faces.types import Face
+from deployments.idphoto.matte import MATTE_MODEL, LowResMatte, PortraitMatter
+from deployments.restore.params import RESTORE_MODELS
+from deployments.restore.restorer import FaceRestorerEngine
+from deployments.restore.types import RestoredFace
+from serve_app.service import matte_engine_info, restore_template_for
+
+
+class LocalBackend:
+    """Every model stage in-process; restorers load on first use (a model nobody asks for costs nothing)."""
+
+    def __init__(self, store: ModelStore, *, restore_models: Sequence[str] = RESTORE_MODELS, num_threads: int = 1):
+        self._store = store
+        self._restore_models = tuple(restore_models)
+        self._analyzer = FaceAnalyzerEngine(
+            store.resolve("face-detect-short").parent, FaceAnalysisConfig(num_threads=num_threads)
+        )
+        self._matter = PortraitMatter(store.resolve(MATTE_MODEL).parent, num_threads=num_threads)
+        self._matte_engine = matte_engine_info(store.manifest)
+        self._restorers: dict[str, FaceRestorerEngine] = {}
+        self._cartoonizers: dict[ModelKind, CartoonEngine] = {}
+
+    async def analyze_faces(self, image: np.ndarray) -> list[Face]:
+        return await asyncio.to_thread(self._analyzer.analyze, image)
+
+    async def restore_face(self, crop: np.ndarray, model: str) -> RestoredFace:
+        restorer = self._restorer(model)
+        (restored,) = await asyncio.to_thread(restorer.restore, [crop])
+        return restored
+
+    def restore_template(self, model: str) -> str:
+        return restore_template_for(self._restorer(model).size_px)
+
+    async def segment_portrait(self, image: np.ndarray) -> LowResMatte:
+        return await asyncio.to_thread(self._matter.segment, image)
+
+    async def stylize_head(self, job: StyleJob) -> Stylized:
+        (stylized,) = await asyncio.to_thread(self._cartoonizer("head").stylize, [job])
+        return stylized
+
+    async def stylize_background(self, job: StyleJob) -> Stylized:
+        (stylized,) = await asyncio.to_thread(self._cartoonizer("background").stylize, [job])
+        return stylized
+
+    def matte_engine(self) -> EngineInfo:
+        return self._matte_engine
+
+    async def health(self) -> dict[str, dict[str, Any]]:
+        restorers = {name: engine.info.to_json() for name, engine in self._restorers.items()}
+        return {"LocalBackend": {"status": "ok", "restorers": restorers}}
+
+    def _cartoonizer(self, kind: ModelKind) -> CartoonEngine:
+        if kind not in self._cartoonizers:
+            self._cartoonizers[kind] = CartoonEngine(kind, cartoon_styles(self._store.manifest), self._store)
+        return self._cartoonizers[kind]
+
+    def _restorer(self, model: str) -> FaceRestorerEngine:
+        if model not in self._restore_models:
+            raise InvalidParameter(f"model {model!r} is not loaded here; available: {list(self._restore_models)}")
+        if model not in self._restorers:
+            self._restorers[model] = FaceRestorerEngine(model, self._store)
+        return self._restorers[model]

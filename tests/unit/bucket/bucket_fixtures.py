@@ -1,0 +1,40 @@
+"""Fixtures for the bucket runner tests (unit and integration conftests import them): the real engines in-process,
+photos as encoded bytes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from deployments.common.image import encode_image
+from deployments.common.weights import ModelStore, load_manifest
+from serve_app.jobs import JobContext, job_context
+from serve_app.local_backend import LocalBackend
+from serve_app.settings import Settings
+
+
+@pytest.fixture(scope="session")
+def job_ctx() -> JobContext:
+    return job_context(Settings())
+
+
+@pytest.fixture(scope="session")
+def local_backend(mediapipe_dir) -> LocalBackend:
+    """Real engines; the model store is the one holding the built-in models (GPEN absent → classic restorer)."""
+    settings = Settings(model_store=str(mediapipe_dir.parent))
+    return LocalBackend(ModelStore(settings.model_store, load_manifest(settings.models_manifest)))
+
+
+@pytest.fixture(scope="session")
+def photo_jpeg(astronaut_rgb) -> bytes:
+    """A small portrait (256 px) so each job costs tens of milliseconds."""
+    import cv2
+
+    return encode_image(cv2.resize(astronaut_rgb, (256, 256), interpolation=cv2.INTER_AREA), "jpeg")
+
+
+@pytest.fixture(scope="session")
+def faceless_png() -> bytes:
+    """A smooth gradient: decodes fine, holds no face (an ID photo of it is the caller's fault)."""
+    ramp = np.linspace(0, 255, 128, dtype=np.uint8)
+    return encode_image(np.dstack([np.tile(ramp, (128, 1))] * 3), "png")
