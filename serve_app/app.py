@@ -7,10 +7,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from ray.serve import Application
 
+from deployments.cartoon.deployment import Cartoonizer
 from deployments.faces.deployment import FaceAnalyzer
 from deployments.idphoto.deployment import PortraitMatter
 from deployments.restore.deployment import FaceRestorer
 from deployments.restore.params import RESTORE_MODELS
+from serve_app.bucket.deployment import BucketRunner
 from serve_app.ingress import Ingress
 
 # Deployment names the Serve YAML configures, one per restoration model.
@@ -23,6 +25,8 @@ class AppArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
     restore_models: list[Literal[RESTORE_MODELS]] = Field(default_factory=lambda: list(RESTORE_MODELS))
+    # The bucket-event trigger (webhook, SQS, poller); its routes live in the BucketRunner user_config.
+    bucket_runner: bool = True
 
 
 def build_app(args: dict[str, Any] | None = None) -> Application:
@@ -30,4 +34,13 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
     restorers = {
         model: FaceRestorer.options(name=RESTORER_DEPLOYMENTS[model]).bind(model) for model in options.restore_models
     }
-    return Ingress.bind(FaceAnalyzer.bind(), PortraitMatter.bind(), restorers)
+    # In the order HandleBackend takes them; the ingress and the bucket runner share the same deployments.
+    stages = (
+        FaceAnalyzer.bind(),
+        PortraitMatter.bind(),
+        restorers,
+        Cartoonizer.options(name="CartoonHead").bind("head"),
+        Cartoonizer.options(name="CartoonBackground").bind("background"),
+    )
+    runner = BucketRunner.bind(*stages) if options.bucket_runner else None
+    return Ingress.bind(*stages, bucket_runner=runner)

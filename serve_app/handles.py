@@ -13,17 +13,17 @@ from typing import Any
 import numpy as np
 from ray.serve.handle import DeploymentHandle
 
+from deployments.cartoon.types import Stylized, StyleJob
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter
 from deployments.common.weights import ModelSpec
 from deployments.faces.types import Face
-from deployments.idphoto.matte import MATTE_MODEL, LowResMatte
+from deployments.idphoto.matte import LowResMatte
 from deployments.restore.types import RestoredFace
+from serve_app.service import matte_engine_info, restore_template_for
 
 logger = logging.getLogger(__name__)
 
-GPEN_TEMPLATE_SIZES = (256, 512, 1024)
-MATTE_ENGINE = "selfie-segmentation+guided-filter"
 
 
 class HandleBackend:
@@ -32,17 +32,22 @@ class HandleBackend:
         analyzer: DeploymentHandle,
         matter: DeploymentHandle,
         restorers: dict[str, DeploymentHandle],
+        cartoon_head: DeploymentHandle,
+        cartoon_background: DeploymentHandle,
         manifest: dict[str, ModelSpec],
     ) -> None:
         self._analyzer = analyzer
         self._matter = matter
+        self._cartoon_head = cartoon_head
+        self._cartoon_background = cartoon_background
         self._restorers = restorers
         self._restore_sizes = {name: int(manifest[name].args.get("size", 512)) for name in restorers}
-        matte_spec = manifest[MATTE_MODEL]
-        self._matte_engine = EngineInfo(MATTE_ENGINE, neural=True, weights=matte_spec.name, sha256=matte_spec.sha256)
+        self._matte_engine = matte_engine_info(manifest)
         self._probes = {
             "FaceAnalyzer": analyzer,
             "PortraitMatter": matter,
+            "CartoonHead": cartoon_head,
+            "CartoonBackground": cartoon_background,
             **{f"FaceRestorer[{name}]": handle for name, handle in restorers.items()},
         }
 
@@ -55,12 +60,17 @@ class HandleBackend:
     async def segment_portrait(self, image: np.ndarray) -> LowResMatte:
         return await self._matter.segment.remote(image)
 
+    async def stylize_head(self, job: StyleJob) -> Stylized:
+        return await self._cartoon_head.stylize.remote(job)
+
+    async def stylize_background(self, job: StyleJob) -> Stylized:
+        return await self._cartoon_background.stylize.remote(job)
+
     def matte_engine(self) -> EngineInfo:
         return self._matte_engine
 
     def restore_template(self, model: str) -> str:
-        size = self._restore_sizes.get(model, 512)
-        return f"gpen-{size if size in GPEN_TEMPLATE_SIZES else 512}"
+        return restore_template_for(self._restore_sizes.get(model, 512))
 
     async def health(self) -> dict[str, dict[str, Any]]:
         names = list(self._probes)
@@ -80,3 +90,13 @@ class HandleBackend:
             return handles[model]
         except KeyError:
             raise InvalidParameter(f"model {model!r} is not deployed here; deployed: {sorted(handles)}") from None
+
+
+class BucketRunnerClient:
+    """The ingress's view of the ``BucketRunner`` deployment: an ``EventSink`` for the webhook route."""
+
+    def __init__(self, runner: DeploymentHandle) -> None:
+        self._runner = runner
+
+    async def submit(self, events: list) -> int:
+        return await self._runner.submit.remote(list(events))

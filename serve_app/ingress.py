@@ -10,7 +10,7 @@ from typing import Any
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-from serve_app.handles import HandleBackend
+from serve_app.handles import BucketRunnerClient, HandleBackend
 from serve_app.routes import create_api
 from serve_app.settings import get_settings
 
@@ -27,15 +27,16 @@ class IngressBackend(HandleBackend):
 @serve.deployment(name="Ingress")
 @serve.ingress()
 class Ingress:
-    def __init__(
-        self, analyzer: DeploymentHandle, matter: DeploymentHandle, restorers: dict[str, DeploymentHandle]
-    ) -> None:
+    def __init__(self, *stage_handles: Any, bucket_runner: DeploymentHandle | None = None) -> None:
+        """``stage_handles``: the model handles, in the order ``HandleBackend`` takes them (see ``build_app``)."""
         self._settings = get_settings()
-        self._backend = IngressBackend(analyzer, matter, restorers, self._settings.open_model_store().manifest)
+        self._backend = IngressBackend(*stage_handles, manifest=self._settings.open_model_store().manifest)
+        self._event_sink = BucketRunnerClient(bucket_runner) if bucket_runner is not None else None
 
     def __serve_build_asgi_app__(self):
         """Serve calls this after ``__init__``: the routes get the handles' backend."""
         api = create_api()
         api.state.backend = self._backend
         api.state.settings = self._settings
+        api.state.event_sink = self._event_sink
         return api

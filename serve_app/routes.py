@@ -9,14 +9,17 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from deployments.common.errors import ServiceError
+from deployments.cartoon.params import CartoonParams
 from deployments.idphoto.params import IdPhotoParams
 from deployments.restore.params import RestoreParams
+from serve_app.bucket.webhook import install_event_routes
 from serve_app.errors import install_error_handlers
 from serve_app.jobs import job_context, parse_job_params, run_job
 from serve_app.schemas import ErrorOut, FacesOut, HealthOut
 from serve_app.service import SERVICE_VERSION, Backend, find_faces
 from serve_app.settings import Settings, get_settings
 from serve_app.uploads import read_upload
+from serve_app.webpage import install_web_page
 
 logger = logging.getLogger(__name__)
 
@@ -34,12 +37,12 @@ def _settings(request: Request) -> Settings:
     return getattr(request.app.state, "settings", None) or get_settings()
 
 
-async def _run_job(request: Request, task: str) -> Response:
+async def _run_job(request: Request, task: str, forced: dict | None = None) -> Response:
     """Every job route: read the upload, validate the options, run the job, answer image bytes or JSON."""
     settings = _settings(request)
     upload = await read_upload(request, max_bytes=settings.max_image_bytes)
     context = job_context(settings)
-    params = parse_job_params(task, upload.fields, context)
+    params = parse_job_params(task, {**upload.fields, **(forced or {})}, context)
     result = await run_job(_backend(request), task, upload.data, params, context)
     if params.return_ == "json":
         return JSONResponse(result.to_json(), headers=result.headers())
@@ -73,6 +76,8 @@ def create_api() -> FastAPI:
         description="Face restoration, ID photos and cartoonization on Ray Serve.",
     )
     install_error_handlers(api)
+    install_event_routes(api)
+    install_web_page(api)
 
     @api.get("/healthz", response_model=HealthOut, tags=["operations"])
     async def healthz(request: Request) -> HealthOut:
@@ -144,5 +149,38 @@ def create_api() -> FastAPI:
         result with 422 and the reasons. The image response carries ``X-Portrait-Compliance: pass|fail``.
         """
         return await _run_job(request, "idphoto")
+
+    @api.get("/v1/cartoon/styles", tags=["jobs"])
+    async def cartoon_styles(request: Request) -> dict:
+        """Every cartoon style, with the engine each of its models runs on (``dctnet`` or a non-neural fallback)."""
+        reports = await _backend(request).health()
+        heads = reports.get("CartoonHead", {}).get("styles", {})
+        backgrounds = reports.get("CartoonBackground", {}).get("styles", {})
+        return {
+            "styles": [
+                {
+                    "name": style,
+                    "engine": backgrounds.get(style, {}).get("engine", "unknown"),
+                    "head_engine": heads.get(style, {}).get("engine", "unknown"),
+                }
+                for style in job_context(_settings(request)).cartoon_styles
+            ]
+        }
+
+    @api.post(
+        "/v1/cartoon",
+        responses={200: {"content": {"image/png": {}}}, **_ERRORS},
+        openapi_extra=_image_body(CartoonParams),
+        tags=["jobs"],
+    )
+    async def cartoon(request: Request) -> Response:
+        """Cartoonize a photo (DCT-Net whole image + per-face heads; classic engine when weights are absent)."""
+        return await _run_job(request, "cartoon")
+
+    @api.post("/api/cartoon", responses={200: {"content": {"image/png": {}}}, **_ERRORS},
+              openapi_extra=_image_body(CartoonParams), tags=["compatibility"])
+    async def cartoon_compat(request: Request) -> Response:
+        """The route existing cartoon clients call: multipart ``image`` in, ``image/png`` out."""
+        return await _run_job(request, "cartoon", forced={"format": "png", "return": "image"})
 
     return api

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -17,10 +17,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from deployments.cartoon.types import Stylized, StyleJob
 from deployments.common.engine import EngineInfo
+from deployments.common.weights import ModelSpec
 from deployments.common.image import DecodedImage, decode_image
 from deployments.faces.types import Face
-from deployments.idphoto.matte import LowResMatte
+from deployments.idphoto.matte import MATTE_MODEL, LowResMatte
 from deployments.restore.types import RestoredFace
 from serve_app.schemas import FaceOut, FacesOut
 
@@ -28,6 +30,21 @@ try:
     SERVICE_VERSION = version("portrait-serve")
 except PackageNotFoundError:
     SERVICE_VERSION = "0+unknown"
+
+
+GPEN_TEMPLATE_SIZES = (256, 512, 1024)
+MATTE_ENGINE = "selfie-segmentation+guided-filter"
+
+
+def restore_template_for(size_px: int) -> str:
+    """The alignment template a GPEN restorer of ``size_px`` expects (``gpen-512`` for unknown sizes)."""
+    return f"gpen-{size_px if size_px in GPEN_TEMPLATE_SIZES else 512}"
+
+
+def matte_engine_info(manifest: Mapping[str, ModelSpec]) -> EngineInfo:
+    """The segmentation engine behind ``Backend.segment_portrait``, as results report it."""
+    spec = manifest[MATTE_MODEL]
+    return EngineInfo(MATTE_ENGINE, neural=True, weights=spec.name, sha256=spec.sha256)
 
 
 @dataclass(frozen=True)
@@ -48,6 +65,10 @@ class Backend(Protocol):
         ...
 
     async def segment_portrait(self, image: np.ndarray) -> LowResMatte: ...
+
+    async def stylize_head(self, job: StyleJob) -> Stylized: ...
+
+    async def stylize_background(self, job: StyleJob) -> Stylized: ...
 
     def matte_engine(self) -> EngineInfo:
         """The segmentation engine and weights behind ``segment_portrait``."""

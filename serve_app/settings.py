@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from deployments.common.image import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
@@ -26,6 +26,8 @@ class Settings(BaseSettings):
     max_image_bytes: int = Field(DEFAULT_MAX_BYTES, gt=0)
     max_image_pixels: int = Field(DEFAULT_MAX_PIXELS, gt=0)
     request_timeout_s: float = Field(120.0, gt=0)
+    events_token: SecretStr | None = Field(None, description="bearer token POST /v1/events/s3 requires, when set")
+    buckets_root: Path | None = Field(None, description="base of relative local-folder bucket routes (default: cwd)")
 
     def open_model_store(self) -> ModelStore:
         return ModelStore(self.model_store, load_manifest(self.models_manifest), cache_dir=self.model_cache_dir)

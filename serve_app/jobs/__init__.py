@@ -12,11 +12,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from deployments.cartoon.params import CartoonParams
+from deployments.cartoon.styles import cartoon_styles
 from deployments.common.errors import InvalidParameter
 from deployments.common.params import JobParams, parse_params
+from deployments.common.weights import load_manifest
 from deployments.idphoto.params import parse_params as parse_idphoto_params
 from deployments.idphoto.specs import IdSpec, load_specs
 from deployments.restore.params import RestoreParams
+from serve_app.jobs.cartoon import cartoonize_photo
 from serve_app.jobs.idphoto import make_id_photo_job
 from serve_app.jobs.restore import restore_photo
 from serve_app.jobs.results import JobResult
@@ -30,6 +34,7 @@ class JobContext:
 
     limits: Limits
     id_specs: Mapping[str, IdSpec]
+    cartoon_styles: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,10 @@ JOBS: dict[str, JobKind] = {
         run=lambda backend, data, params, context: make_id_photo_job(
             backend, data, params, context.id_specs, context.limits
         ),
+    ),
+    "cartoon": JobKind(
+        parse=lambda fields, context: parse_params(CartoonParams, fields, context={"styles": context.cartoon_styles}),
+        run=lambda backend, data, params, context: cartoonize_photo(backend, data, params, context.limits),
     ),
 }
 
@@ -71,9 +80,15 @@ def job_context(settings: Settings) -> JobContext:
     return JobContext(
         limits=Limits(max_bytes=settings.max_image_bytes, max_pixels=settings.max_image_pixels),
         id_specs=_id_specs(Path(settings.id_specs)),
+        cartoon_styles=_cartoon_styles(Path(settings.models_manifest)),
     )
 
 
 @lru_cache(maxsize=4)
 def _id_specs(path: Path) -> dict[str, IdSpec]:
     return load_specs(path)
+
+
+@lru_cache(maxsize=4)
+def _cartoon_styles(manifest_path: Path) -> tuple[str, ...]:
+    return tuple(cartoon_styles(load_manifest(manifest_path)))

@@ -6,14 +6,18 @@ Ray on a 2-core box: 2 CPUs, no dashboard, a small object store, 127.0.0.1 only,
 
 from __future__ import annotations
 
+import io
 import os
 import socket
 import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 import yaml
+
+from tests.tf_graph import dctnet_graph
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 180
@@ -46,11 +50,20 @@ def serve_config(port: int, env_vars: dict[str, str], args: dict) -> dict:
 TINY_GPEN = {"size": 32, "style_dim": 16, "n_mlp": 1, "channel_multiplier": 1, "narrow": 1 / 32}
 
 
+def random_dctnet_constants(seed: int) -> dict[str, np.ndarray]:
+    """DCT-Net's 36 weight constants (official names and HWIO shapes), random, small enough to keep colours sane."""
+    from deployments.cartoon.dctnet import official_weight_shapes
+
+    rng = np.random.default_rng(seed)
+    return {name: (rng.standard_normal(shape) * 0.05).astype(np.float32) for name, shape in official_weight_shapes().items()}
+
+
 @pytest.fixture(scope="session")
 def serve_model_store(tmp_path_factory) -> tuple[Path, Path]:
-    """(store root, manifest) for the Serve session: the built-in models linked in, plus a tiny generated GPEN
-    standing in for ``gpen-bfr-512`` (pinned by its sha256 in a copy of the manifest). ``gpen-bfr-256`` stays
-    absent, so that deployment serves the classic engine."""
+    """(store root, manifest) for the Serve session: the built-in models linked in, a tiny generated GPEN standing in
+    for ``gpen-bfr-512`` and a random-weight DCT-Net graph (official format) for both ``anime`` models, each pinned
+    by its sha256 in a copy of the manifest. ``gpen-bfr-256`` and the other styles stay absent, so those serve the
+    classic engines."""
     import torch
 
     from deployments.common.weights import sha256_of
@@ -66,6 +79,12 @@ def serve_model_store(tmp_path_factory) -> tuple[Path, Path]:
     manifest = yaml.safe_load((REPO_ROOT / "configs" / "models.yaml").read_text(encoding="utf-8"))
     entry = manifest["models"]["gpen-bfr-512"]
     entry.update(sha256=sha256_of(checkpoint), size_bytes=checkpoint.stat().st_size, args=TINY_GPEN)
+    graph = dctnet_graph(random_dctnet_constants(seed=0), eps=0.01)
+    for model in ("dctnet-anime-head", "dctnet-anime-bg"):
+        path = root / manifest["models"][model]["file"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(graph)
+        manifest["models"][model].update(sha256=sha256_of(path), size_bytes=path.stat().st_size)
     manifest_path = root / "models.yaml"
     manifest_path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
     return root, manifest_path
@@ -76,8 +95,24 @@ def serve_app_args() -> dict:
     return {}
 
 
+# The bucket runner of the session app: ``configs/local.yaml``'s folder route resolves under this root.
+SERVE_EVENTS_TOKEN = "serve-test-token"
+
+
 @pytest.fixture(scope="session")
-def serve_url(serve_model_store, serve_app_args) -> str:
+def serve_events_token() -> str:
+    """``PORTRAIT_EVENTS_TOKEN`` of the session app: ``POST /v1/events/s3`` needs ``Authorization: Bearer <it>``."""
+    return SERVE_EVENTS_TOKEN
+
+
+@pytest.fixture(scope="session")
+def serve_buckets_root(tmp_path_factory) -> Path:
+    """``PORTRAIT_BUCKETS_ROOT`` of the session app: its ``buckets/in`` → ``buckets/out`` route lives here."""
+    return tmp_path_factory.mktemp("serve-buckets")
+
+
+@pytest.fixture(scope="session")
+def serve_url(serve_model_store, serve_app_args, serve_buckets_root) -> str:
     import ray
     from ray.serve._private import api as serve_api
     from ray.serve.schema import ServeDeploySchema
@@ -86,6 +121,7 @@ def serve_url(serve_model_store, serve_app_args) -> str:
     port = _free_port()
     store_root, manifest = serve_model_store
     env_vars = {**RAY_ENV, "PORTRAIT_MODEL_STORE": str(store_root), "PORTRAIT_MODELS_MANIFEST": str(manifest)}
+    env_vars |= {"PORTRAIT_BUCKETS_ROOT": str(serve_buckets_root), "PORTRAIT_EVENTS_TOKEN": SERVE_EVENTS_TOKEN}
     config = ServeDeploySchema.model_validate(serve_config(port, env_vars, serve_app_args))
     ray.init(
         num_cpus=2,
@@ -117,3 +153,21 @@ def _wait_healthy(url: str) -> None:
             last = repr(exc)
         time.sleep(1)
     raise RuntimeError(f"the Serve application did not become healthy in {STARTUP_TIMEOUT_S}s: {last}")
+
+
+@pytest.fixture(scope="session")
+def two_faces(astronaut_rgb) -> np.ndarray:
+    """Two astronauts side by side on a flat grey band: 1024x600, faces near x=225 and x=737."""
+    photo = np.full((600, 1024, 3), 90, np.uint8)
+    photo[44:556, :512] = astronaut_rgb
+    photo[44:556, 512:] = astronaut_rgb
+    return photo
+
+
+@pytest.fixture(scope="session")
+def two_faces_png(two_faces) -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(two_faces).save(buffer, format="PNG")
+    return buffer.getvalue()

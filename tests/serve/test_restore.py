@@ -13,28 +13,12 @@ from PIL import Image
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def two_faces(astronaut_rgb) -> np.ndarray:
-    """Two astronauts side by side on a flat grey band: 1024x600, faces near x=225 and x=737."""
-    photo = np.full((600, 1024, 3), 90, np.uint8)
-    photo[44:556, :512] = astronaut_rgb
-    photo[44:556, 512:] = astronaut_rgb
-    return photo
+def _post(serve_url: str, png: bytes, **fields) -> httpx.Response:
+    return httpx.post(f"{serve_url}/v1/restore", files={"image": ("two.png", png, "image/png")}, data=fields, timeout=120)
 
 
-def _png(rgb: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    Image.fromarray(rgb).save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
-def _post(serve_url: str, photo: np.ndarray, **fields) -> httpx.Response:
-    files = {"image": ("two.png", _png(photo), "image/png")}
-    return httpx.post(f"{serve_url}/v1/restore", files=files, data=fields, timeout=120)
-
-
-def test_both_faces_change_and_the_background_does_not(serve_url, two_faces):
-    answer = _post(serve_url, two_faces)
+def test_both_faces_change_and_the_background_does_not(serve_url, two_faces, two_faces_png):
+    answer = _post(serve_url, two_faces_png)
     assert answer.status_code == 200, answer.text
     assert answer.headers["content-type"] == "image/png"
     assert answer.headers["x-portrait-engine"] == "gpen" and answer.headers["x-portrait-faces"] == "2"
@@ -48,8 +32,8 @@ def test_both_faces_change_and_the_background_does_not(serve_url, two_faces):
     assert np.array_equal(out[:30], two_faces[:30]) and np.array_equal(out[-30:], two_faces[-30:])
 
 
-def test_json_return_carries_metadata_and_crops(serve_url, two_faces):
-    body = _post(serve_url, two_faces, **{"return": "json", "format": "jpeg"}).json()
+def test_json_return_carries_metadata_and_crops(serve_url, two_faces_png):
+    body = _post(serve_url, two_faces_png, **{"return": "json", "format": "jpeg"}).json()
     meta = body["meta"]
     assert meta["engine"] == "gpen" and meta["faces"] == 2 and meta["job"] == "restore"
     assert meta["weights"][0]["name"] == "gpen-bfr-512" and len(meta["weights"][0]["sha256"]) == 64
@@ -61,13 +45,13 @@ def test_json_return_carries_metadata_and_crops(serve_url, two_faces):
     assert Image.open(io.BytesIO(base64.b64decode(body["image_b64"]))).format == "JPEG"
 
 
-def test_upscale_two_doubles_the_size(serve_url, two_faces):
-    answer = _post(serve_url, two_faces, upscale="2")
+def test_upscale_two_doubles_the_size(serve_url, two_faces_png):
+    answer = _post(serve_url, two_faces_png, upscale="2")
     assert Image.open(io.BytesIO(answer.content)).size == (2048, 1200)
 
 
-def test_without_weights_the_classic_engine_answers_and_says_so(serve_url, two_faces):
-    answer = _post(serve_url, two_faces, model="gpen-bfr-256")
+def test_without_weights_the_classic_engine_answers_and_says_so(serve_url, two_faces_png):
+    answer = _post(serve_url, two_faces_png, model="gpen-bfr-256")
     assert answer.status_code == 200
     assert answer.headers["x-portrait-engine"] == "classic-restore"
     assert answer.headers["x-portrait-weights"] == "none"
@@ -82,13 +66,15 @@ def test_healthz_shows_the_degraded_restorer(serve_url):
 
 def test_a_photo_without_faces_comes_back_unchanged(serve_url):
     flat = np.full((200, 300, 3), 128, np.uint8)
-    answer = _post(serve_url, flat)
+    buffer = io.BytesIO()
+    Image.fromarray(flat).save(buffer, format="PNG")
+    answer = _post(serve_url, buffer.getvalue())
     assert answer.headers["x-portrait-faces"] == "0"
     assert np.array_equal(np.asarray(Image.open(io.BytesIO(answer.content)).convert("RGB")), flat)
 
 
-def test_bad_options_get_a_422_naming_the_field(serve_url, two_faces):
-    answer = _post(serve_url, two_faces, upscale="3", blend="2")
+def test_bad_options_get_a_422_naming_the_field(serve_url, two_faces_png):
+    answer = _post(serve_url, two_faces_png, upscale="3", blend="2")
     assert answer.status_code == 422
     error = answer.json()["error"]
     assert error["code"] == "invalid_parameter"

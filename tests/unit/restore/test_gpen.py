@@ -9,12 +9,18 @@ import torch
 
 from deployments.common.errors import InvalidParameter, ModelUnavailable
 from deployments.restore.gpen import GPEN_VARIANTS, GpenConfig, build_gpen, infer_gpen_config, load_gpen
+from tests.gpen_samples import randomized_gpen
 
 KEY_LISTS = Path(__file__).resolve().parents[2] / "data" / "gpen"
 # Parameter counts of the official FullGenerator (buffers excluded).
 OFFICIAL_PARAMETERS = {"gpen-bfr-512": 71_005_223, "gpen-bfr-256": 18_879_010}
 # Small enough to run in milliseconds, large enough (64 px) that the channel multiplier shows in the shapes.
 TINY = GpenConfig(size=64, style_dim=32, n_mlp=2, channel_multiplier=1, narrow=1 / 16)
+
+
+@pytest.fixture(scope="module")
+def tiny_model() -> torch.nn.Module:
+    return randomized_gpen(TINY)
 
 
 def read_key_list(name: str) -> list[tuple[str, tuple[int, ...]]]:
@@ -29,17 +35,6 @@ def read_key_list(name: str) -> list[tuple[str, tuple[int, ...]]]:
 
 def layout(state: dict[str, torch.Tensor]) -> list[tuple[str, tuple[int, ...]]]:
     return [(key, tuple(value.shape)) for key, value in state.items()]
-
-
-@pytest.fixture(scope="module")
-def tiny_model() -> torch.nn.Module:
-    """Tiny GPEN with non-zero feature-injection weights and biases, so every path contributes to the output."""
-    torch.manual_seed(0)
-    model = build_gpen(TINY).eval().requires_grad_(False)
-    for name, param in model.named_parameters():
-        if name.endswith(("noise.weight", "bias")):
-            param.normal_(0.0, 0.3)
-    return model
 
 
 @pytest.fixture(scope="module")

@@ -10,19 +10,15 @@ from skimage.metrics import peak_signal_noise_ratio
 from deployments.common.errors import InvalidParameter
 from deployments.restore.classic import restore_face_classic
 from deployments.restore.engine import faces_to_tensor, restore_with_gpen, tensor_to_faces
-from deployments.restore.gpen import GpenConfig, build_gpen
+from deployments.restore.gpen import GpenConfig
+from tests.gpen_samples import randomized_gpen
 
 TINY = GpenConfig(size=32, style_dim=16, n_mlp=1, narrow=1 / 32)
 
 
 @pytest.fixture(scope="module")
 def tiny_model() -> torch.nn.Module:
-    torch.manual_seed(0)
-    model = build_gpen(TINY).eval().requires_grad_(False)
-    for name, param in model.named_parameters():
-        if name.endswith(("noise.weight", "bias")):
-            param.normal_(0.0, 0.3)
-    return model
+    return randomized_gpen(TINY)
 
 
 def test_faces_to_tensor_maps_uint8_to_unit_range() -> None:

@@ -1,0 +1,43 @@
+"""Cartoonization as the official DCT-Net service does it: whole image and per-face heads, blended."""
+
+from __future__ import annotations
+
+import asyncio
+
+from deployments.cartoon.compose import compose_cartoon, prepare_background
+from deployments.cartoon.params import CartoonParams
+from deployments.cartoon.types import StyleJob
+from deployments.common.image import MEDIA_TYPES
+from serve_app.jobs.restore import align_all
+from serve_app.jobs.results import JobResult, build_meta, encode_like_source, engine_summary, output_format
+from serve_app.service import Backend, Limits, Timings, decode_upload
+
+HEAD_TEMPLATE = "dctnet-288"
+
+
+async def cartoonize_photo(backend: Backend, data: bytes, params: CartoonParams, limits: Limits) -> JobResult:
+    timings = Timings()
+    with timings.stage("decode"):
+        source = await decode_upload(data, limits)
+    with timings.stage("prepare"):
+        prepared = await asyncio.to_thread(prepare_background, source.rgb)
+    with timings.stage("analyze+background"):
+        faces, background = await asyncio.gather(
+            backend.analyze_faces(source.rgb), backend.stylize_background(StyleJob(params.style, prepared.padded))
+        )
+    chosen = faces[: params.max_faces]
+    with timings.stage("align"):
+        aligned = await asyncio.to_thread(align_all, source.rgb, chosen, HEAD_TEMPLATE)
+    with timings.stage("heads"):
+        heads = await asyncio.gather(*(backend.stylize_head(StyleJob(params.style, face.crop)) for face in aligned))
+    pasted = [(head.image, face.matrix) for face, head in zip(aligned, heads) if head.image is not None]
+    with timings.stage("compose"):
+        result = await asyncio.to_thread(compose_cartoon, background.image, prepared, pasted)
+    fmt = output_format(params.format, source)
+    with timings.stage("encode"):
+        body = await asyncio.to_thread(encode_like_source, result, fmt, source)
+    engines = [background.engine] + [head.engine for head in heads if head.image is not None]
+    engine, weights = engine_summary(engines, fallback="none")
+    meta = build_meta("cartoon", params, engine, weights, faces=len(pasted), size_wh=(result.shape[1], result.shape[0]),
+                      media_type=MEDIA_TYPES[fmt], body=body, timings_ms=timings.ms)
+    return JobResult(body=body, media_type=MEDIA_TYPES[fmt], meta=meta)
