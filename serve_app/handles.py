@@ -11,15 +11,17 @@ import logging
 from typing import Any
 
 import numpy as np
+from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle
 
 from deployments.cartoon.types import Stylized, StyleJob
 from deployments.common.engine import EngineInfo
-from deployments.common.errors import InvalidParameter
+from deployments.common.errors import InvalidParameter, Overloaded
 from deployments.common.weights import ModelSpec
 from deployments.faces.types import Face
 from deployments.idphoto.matte import LowResMatte
 from deployments.restore.types import RestoredFace
+from serve_app.metrics import record_job
 from serve_app.service import matte_engine_info, restore_template_for
 
 logger = logging.getLogger(__name__)
@@ -52,19 +54,19 @@ class HandleBackend:
         }
 
     async def analyze_faces(self, image: np.ndarray) -> list[Face]:
-        return await self._analyzer.analyze.remote(image)
+        return await call_deployment(self._analyzer.analyze, image)
 
     async def restore_face(self, crop: np.ndarray, model: str) -> RestoredFace:
-        return await self._pick(self._restorers, model).restore.remote(crop)
+        return await call_deployment(self._pick(self._restorers, model).restore, crop)
 
     async def segment_portrait(self, image: np.ndarray) -> LowResMatte:
-        return await self._matter.segment.remote(image)
+        return await call_deployment(self._matter.segment, image)
 
     async def stylize_head(self, job: StyleJob) -> Stylized:
-        return await self._cartoon_head.stylize.remote(job)
+        return await call_deployment(self._cartoon_head.stylize, job)
 
     async def stylize_background(self, job: StyleJob) -> Stylized:
-        return await self._cartoon_background.stylize.remote(job)
+        return await call_deployment(self._cartoon_background.stylize, job)
 
     def matte_engine(self) -> EngineInfo:
         return self._matte_engine
@@ -84,12 +86,27 @@ class HandleBackend:
                 result[name] = report
         return result
 
+    def watch(self, name: str, handle: DeploymentHandle) -> None:
+        """Add a deployment to the ``health`` report (the bucket runner, when the app has one)."""
+        self._probes[name] = handle
+
+    def observe_job(self, task: str, outcome: str, engine: str, bytes_in: int, bytes_out: int) -> None:
+        record_job(task, outcome, engine, bytes_in, bytes_out)
+
     @staticmethod
     def _pick(handles: dict[str, DeploymentHandle], model: str) -> DeploymentHandle:
         try:
             return handles[model]
         except KeyError:
             raise InvalidParameter(f"model {model!r} is not deployed here; deployed: {sorted(handles)}") from None
+
+
+async def call_deployment(method: Any, *args: Any) -> Any:
+    """One call to a model deployment; a full queue there becomes our 503 ``Overloaded`` (with ``Retry-After``)."""
+    try:
+        return await method.remote(*args)
+    except BackPressureError as exc:
+        raise Overloaded("the service is at capacity; retry in a few seconds", details={"stage": str(exc)}) from exc
 
 
 class BucketRunnerClient:

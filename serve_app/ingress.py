@@ -31,7 +31,10 @@ class Ingress:
         """``stage_handles``: the model handles, in the order ``HandleBackend`` takes them (see ``build_app``)."""
         self._settings = get_settings()
         self._backend = IngressBackend(*stage_handles, manifest=self._settings.open_model_store().manifest)
-        self._event_sink = BucketRunnerClient(bucket_runner) if bucket_runner is not None else None
+        self._event_sink = None
+        if bucket_runner is not None:
+            self._event_sink = BucketRunnerClient(bucket_runner)
+            self._backend.watch("BucketRunner", bucket_runner)
 
     def __serve_build_asgi_app__(self):
         """Serve calls this after ``__init__``: the routes get the handles' backend."""

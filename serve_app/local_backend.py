@@ -10,6 +10,7 @@ weights are absent, as the deployments do (the cartoon engines fall back to thei
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,8 @@ from deployments.restore.params import RESTORE_MODELS
 from deployments.restore.restorer import FaceRestorerEngine
 from deployments.restore.types import RestoredFace
 from serve_app.service import matte_engine_info, restore_template_for
+
+logger = logging.getLogger(__name__)
 
 
 class LocalBackend:
@@ -72,6 +75,9 @@ class LocalBackend:
     async def health(self) -> dict[str, dict[str, Any]]:
         restorers = {name: engine.info.to_json() for name, engine in self._restorers.items()}
         return {"LocalBackend": {"status": "ok", "restorers": restorers}}
+
+    def observe_job(self, task: str, outcome: str, engine: str, bytes_in: int, bytes_out: int) -> None:
+        logger.debug("%s %s on %s: %d bytes in, %d out", task, outcome, engine, bytes_in, bytes_out)
 
     def _cartoonizer(self, kind: ModelKind) -> CartoonEngine:
         if kind not in self._cartoonizers:

@@ -76,6 +76,10 @@ class Backend(Protocol):
 
     async def health(self) -> dict[str, dict[str, Any]]: ...
 
+    def observe_job(self, task: str, outcome: str, engine: str, bytes_in: int, bytes_out: int) -> None:
+        """Count one finished job (``outcome``: ``ok`` or the error code) for the metrics."""
+        ...
+
 
 class Timings:
     """Wall-clock milliseconds per stage of one request, reported in the result metadata."""

@@ -29,14 +29,17 @@ from serve_app.bucket.events import ObjectEvent
 from serve_app.bucket.routing import build_routing_table
 from serve_app.bucket.runner import (
     BucketWorker,
+    ObjectOutcome,
     RetryPolicy,
     RunnerConfig,
     SqsConsumer,
+    Status,
     is_transient,
     job_executor,
 )
 from serve_app.handles import HandleBackend
 from serve_app.jobs import job_context
+from serve_app.metrics import record_event_lag
 from serve_app.settings import get_settings
 
 logger = logging.getLogger(__name__)
@@ -55,6 +58,11 @@ RAY_TRANSIENT = (
 
 def is_transient_in_ray(exc: BaseException) -> bool:
     return is_transient(exc) or isinstance(exc, RAY_TRANSIENT)
+
+
+def _observe_outcome(outcome: ObjectOutcome) -> None:
+    if outcome.status is Status.DONE and outcome.lag_s is not None:
+        record_event_lag(outcome.route, outcome.lag_s)
 
 
 @serve.deployment(name="BucketRunner", num_replicas=1)
@@ -84,6 +92,7 @@ class BucketRunner:
             retry=RetryPolicy(**config.retry.model_dump()),
             job_timeout_s=config.job_timeout_s,
             transient=is_transient_in_ray,
+            on_outcome=_observe_outcome,
         )
         for loop in self._loops:  # the previous worker's in-flight objects finish; its loops stop
             loop.cancel()

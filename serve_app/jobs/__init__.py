@@ -14,7 +14,7 @@ from typing import Any
 
 from deployments.cartoon.params import CartoonParams
 from deployments.cartoon.styles import cartoon_styles
-from deployments.common.errors import InvalidParameter
+from deployments.common.errors import InvalidParameter, PortraitError
 from deployments.common.params import JobParams, parse_params
 from deployments.common.weights import load_manifest
 from deployments.idphoto.params import parse_params as parse_idphoto_params
@@ -73,7 +73,14 @@ def parse_job_params(task: str, fields: Mapping[str, Any], context: JobContext) 
 
 
 async def run_job(backend: Backend, task: str, data: bytes, params: JobParams, context: JobContext) -> JobResult:
-    return await job_kind(task).run(backend, data, params, context)
+    """Run one job; every outcome (``ok`` or the error code) is counted through ``backend.observe_job``."""
+    try:
+        result = await job_kind(task).run(backend, data, params, context)
+    except PortraitError as exc:
+        backend.observe_job(task, exc.code, "none", len(data), 0)
+        raise
+    backend.observe_job(task, "ok", result.meta.engine, len(data), len(result.body))
+    return result
 
 
 def job_context(settings: Settings) -> JobContext:
