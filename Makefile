@@ -18,8 +18,9 @@ install: $(VENV)/.installed
 models: install
 	$(VENV)/bin/portrait models pull --builtin
 
+# Single machine: keep Ray on 127.0.0.1 (not the machine's external address).
 run: models
-	$(VENV)/bin/serve run configs/local.yaml
+	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(VENV)/bin/serve run configs/local.yaml
 
 test: models
 	$(PY) -m pytest -q -rs

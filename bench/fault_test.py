@@ -39,11 +39,11 @@ def write_uploads(inbox: Path, photos: int) -> list[str]:
     return keys + ["notes.jpg", "truncated.jpg"]
 
 
-def records_for(outbox: Path, key: str) -> tuple[int, int]:
-    """(result metadata files, error records) for one upload key."""
+def records_for(output_root: Path, key: str) -> tuple[int, int]:
+    """(result metadata files, error records) for one upload key (keys are relative to the route's folders)."""
     stem = key.rsplit(".", 1)[0]
-    results = 1 if (outbox / f"{stem}.json").is_file() else 0
-    errors = 1 if (outbox / "_errors" / f"{key}.json").is_file() else 0
+    results = 1 if (output_root / f"{stem}.json").is_file() else 0
+    errors = 1 if (output_root / "_errors" / f"{key}.json").is_file() else 0
     return results, errors
 
 
@@ -57,18 +57,18 @@ def main() -> None:
     parser.add_argument("--ray-address", default="auto")
     args = parser.parse_args()
     prefix = f"fault-{int(time.time())}"
-    inbox, outbox = args.buckets / "in" / prefix, args.buckets / "out" / prefix
+    inbox, output_root = args.buckets / "in" / prefix, args.buckets / "out"
     inbox.mkdir(parents=True)
     killer = ReplicaKiller(args.ray_address, args.kill.split(","), args.kill_every_s)
     killer.start()
     start = time.monotonic()
-    keys = write_uploads(inbox, args.photos)
+    keys = [f"{prefix}/{name}" for name in write_uploads(inbox, args.photos)]
     pending = set(keys)
     while pending and time.monotonic() - start < args.timeout_s:
         time.sleep(2.0)
-        pending = {key for key in pending if sum(records_for(outbox, key)) == 0}
+        pending = {key for key in pending if sum(records_for(output_root, key)) == 0}
     killer.stop()
-    counts = {key: records_for(outbox, key) for key in keys}
+    counts = {key: records_for(output_root, key) for key in keys}
     lost = [key for key, (results, errors) in counts.items() if results + errors == 0]
     duplicated = [key for key, (results, errors) in counts.items() if results + errors > 1]
     print("| uploads | results | error records | lost | duplicated | replicas killed | seconds |")

@@ -107,20 +107,28 @@ class ReplicaKiller(threading.Thread):
         ray.init(address=address, namespace="serve", log_to_driver=False, ignore_reinit_error=True)
 
     def run(self) -> None:
-        import ray
-        from ray.util.state import list_actors
-
         while not self._stop_event.wait(self.every_s):
             for deployment in self.deployments:
-                alive = [a for a in list_actors(filters=[("state", "=", "ALIVE")], limit=1000)
-                         if a.name and a.name.startswith("SERVE_REPLICA::") and f"#{deployment}#" in a.name]
-                if alive:
-                    ray.kill(ray.get_actor(alive[0].name, namespace="serve"), no_restart=False)
+                name = kill_one_replica(deployment)
+                if name:
                     self.killed += 1
-                    print(f"  killed {alive[0].name}", flush=True)
+                    print(f"  killed {name}", flush=True)
 
     def stop(self) -> None:
         self._stop_event.set()
+
+
+def kill_one_replica(deployment: str) -> str | None:
+    """Kill one live replica of ``deployment`` (Serve starts a new one); its actor name, or None if none was up."""
+    import ray
+    from ray.util.state import list_actors
+
+    alive = [a for a in list_actors(filters=[("state", "=", "ALIVE")], limit=1000)
+             if a.name and a.name.startswith("SERVE_REPLICA::") and f"#{deployment}#" in a.name]
+    if not alive:
+        return None
+    ray.kill(ray.get_actor(alive[0].name, namespace="serve"), no_restart=False)
+    return alive[0].name
 
 
 def replica_memory_mib() -> dict[str, float]:
