@@ -9,6 +9,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RAY_ALLOWED = {"deployment.py"}
+# The Serve edge: the only serve_app modules that may import Ray. Routes, jobs and the bucket core stay testable
+# without a cluster.
+SERVE_EDGE = {"app.py", "ingress.py", "handles.py", "metrics.py", "replica.py", "deployment.py"}
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -28,6 +31,15 @@ def test_ray_is_imported_only_by_deployment_modules():
         for folder in ("deployments", "storage")
         for path in (REPO_ROOT / folder).rglob("*.py")
         if path.name not in RAY_ALLOWED and "ray" in _imported_modules(path)
+    ]
+    assert offenders == []
+
+
+def test_serve_app_keeps_ray_at_its_edge():
+    offenders = [
+        str(path.relative_to(REPO_ROOT))
+        for path in (REPO_ROOT / "serve_app").rglob("*.py")
+        if path.name not in SERVE_EDGE and "ray" in _imported_modules(path)
     ]
     assert offenders == []
 
