@@ -13,6 +13,7 @@ Both implementations (``LocalStore``, ``S3Store``) follow the same specification
 
 from __future__ import annotations
 
+import abc
 import os
 import re
 import urllib.parse
@@ -22,6 +23,7 @@ from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
 from deployments.common.errors import InvalidParameter
+from storage.errors import ObjectNotFound
 from storage.keys import normalize_prefix
 
 MAX_METADATA_BYTES = 2048
@@ -110,6 +112,20 @@ class Location:
         if self.scheme == "file":
             return self.bucket
         return f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+
+
+class HeadExists(abc.ABC):
+    """``exists`` in terms of ``head``, for stores without a cheaper existence check."""
+
+    @abc.abstractmethod
+    def head(self, key: str) -> ObjectInfo: ...
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.head(key)
+        except ObjectNotFound:
+            return False
+        return True
 
 
 def parse_location(uri: str) -> Location:

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from storage.base import ObjectInfo, StoredObject, normalize_metadata
+from storage.base import HeadExists, ObjectInfo, StoredObject, normalize_metadata
 from storage.errors import (
     AccessDenied,
     InvalidKey,
@@ -44,7 +44,7 @@ _FALLBACK_CONTENT_TYPE = "application/octet-stream"
 _Identity = tuple[int, int, int]  # (inode, size, mtime_ns) of a data file
 
 
-class LocalStore:
+class LocalStore(HeadExists):
     """Objects as files under ``root``; all caches belong to this instance."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
@@ -125,13 +125,6 @@ class LocalStore:
                 continue
             # Content type and user metadata are left out, as in an S3 listing (see storage.base).
             yield ObjectInfo(key, st.st_size, etag, _modified_at(st))
-
-    def exists(self, key: str) -> bool:
-        try:
-            self.head(key)
-        except ObjectNotFound:
-            return False
-        return True
 
     def delete(self, key: str) -> None:
         path = self._path(key)

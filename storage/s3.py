@@ -19,7 +19,7 @@ import boto3
 import botocore.exceptions
 from botocore.config import Config
 
-from storage.base import ObjectInfo, RetryMode, StoredObject, normalize_metadata
+from storage.base import HeadExists, ObjectInfo, RetryMode, StoredObject, normalize_metadata
 from storage.errors import (
     AccessDenied,
     BucketNotFound,
@@ -76,7 +76,7 @@ def _shared_session() -> boto3.session.Session:
     return boto3.session.Session()
 
 
-class S3Store:
+class S3Store(HeadExists):
     """Objects under ``prefix`` in one bucket; keys given to and returned by the store are relative to the prefix."""
 
     def __init__(
@@ -171,13 +171,6 @@ class S3Store:
                     if key is None or (suffix and not key.endswith(suffix)):
                         continue
                     yield ObjectInfo(key, entry["Size"], _unquote_etag(entry["ETag"]), entry["LastModified"])
-
-    def exists(self, key: str) -> bool:
-        try:
-            self.head(key)
-        except ObjectNotFound:
-            return False
-        return True
 
     def delete(self, key: str) -> None:
         full_key = self._full_key(key)
