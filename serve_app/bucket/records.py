@@ -55,6 +55,7 @@ class ResultRecord(BaseModel):
     task: str
     params: dict[str, Any]
     result_key: str
+    sheet_key: str | None = None  # the ID photo's print sheet, when the params asked for a layout
     meta: ResultMeta
     uploaded_at: datetime
     finished_at: datetime
@@ -112,7 +113,9 @@ def is_recorded(records: list[ResultRecord | ErrorRecord], source: SourceOut) ->
 
 
 def write_result(store: ObjectStore, key: str, result: JobResult, record: ResultRecord) -> None:
-    """The image first, then its ``.json``: a crash in between leaves no record, so the object is redone."""
+    """The images first, then the ``.json``: a crash in between leaves no record, so the object is redone."""
+    if result.sheet is not None and record.sheet_key is not None:
+        store.put(record.sheet_key, result.sheet, content_type=result.media_type)
     store.put(record.result_key, result.body, content_type=result.media_type)
     store.put(metadata_key("", key), _dump(record), content_type=RECORD_CONTENT_TYPE)
     store.delete(error_key("", key))  # an error record of an earlier version no longer describes the object
@@ -124,6 +127,11 @@ def write_error(store: ObjectStore, key: str, record: ErrorRecord) -> None:
 
 def output_key(key: str, result: JobResult) -> str:
     return result_key("", key, result_extension(result.media_type))
+
+
+def sheet_key(key: str, result: JobResult) -> str | None:
+    """``<key without extension>.sheet.<ext>`` beside the result, when the job made a print sheet."""
+    return result_key("", key, "sheet." + result_extension(result.media_type)) if result.sheet is not None else None
 
 
 def error_detail(exc: PortraitError) -> ErrorDetail:

@@ -41,6 +41,7 @@ from serve_app.bucket.records import (
     find_records,
     is_recorded,
     output_key,
+    sheet_key,
     write_error,
     write_result,
 )
@@ -303,6 +304,7 @@ class BucketWorker:
             task=route.task,
             params=params.model_dump(by_alias=True),
             result_key=output_key(key, result),
+            sheet_key=sheet_key(key, result),
             meta=result.meta,
             uploaded_at=source.last_modified,
             finished_at=finished_at,

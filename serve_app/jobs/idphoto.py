@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 from collections.abc import Mapping
 
 from deployments.idphoto.params import IdPhotoParams
@@ -29,8 +28,10 @@ async def make_id_photo_job(
         "idphoto", params, engine, weights, faces=len(faces), size_wh=(spec["width_px"], spec["height_px"]),
         media_type=outcome.media_type, body=outcome.photo, timings_ms=timings.ms, report=outcome.report.to_json(),
     )
-    attachments = {"report": outcome.report.to_json()}
-    if outcome.sheet is not None:
-        attachments["sheet_b64"] = base64.b64encode(outcome.sheet).decode("ascii")
-        attachments["sheet_media_type"] = outcome.media_type
-    return JobResult(body=outcome.photo, media_type=outcome.media_type, meta=meta, attachments=attachments)
+    return JobResult(
+        body=outcome.photo,
+        media_type=outcome.media_type,
+        meta=meta,
+        attachments={"report": outcome.report.to_json()},
+        sheet=outcome.sheet,
+    )

@@ -20,6 +20,7 @@ class JobResult:
     media_type: str
     meta: ResultMeta
     attachments: dict[str, Any] = field(default_factory=dict)
+    sheet: bytes | None = None  # an ID photo's print sheet (same media type as the photo)
 
     def headers(self) -> dict[str, str]:
         """The metadata a plain image response carries in headers."""
@@ -36,6 +37,8 @@ class JobResult:
             "image_b64": base64.b64encode(self.body).decode("ascii"),
             "media_type": self.media_type,
             "meta": self.meta.model_dump(),
+            **({"sheet_b64": base64.b64encode(self.sheet).decode("ascii"), "sheet_media_type": self.media_type}
+               if self.sheet is not None else {}),
             **self.attachments,
         }
 

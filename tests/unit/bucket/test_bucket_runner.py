@@ -97,6 +97,17 @@ def test_a_photo_gets_its_result_and_metadata(folders, local_backend, job_ctx, p
     assert record["event_lag_s"] >= 0 and record["attempts"] == 1
 
 
+def test_an_id_photo_with_a_layout_writes_its_print_sheet(folders, local_backend, job_ctx, photo_jpeg):
+    source, out, tmp = folders
+    source.put("me.jpg", photo_jpeg, content_type="image/jpeg")
+    worker = make_worker(tmp, local_backend, job_ctx, task="idphoto", params={"layout": "6inch"})
+    assert run(worker.process_object(worker.table.routes[0], "me.jpg")).status is Status.DONE
+    record = json.loads(out.get("me.json", max_bytes=1 << 20).data)
+    assert (record["result_key"], record["sheet_key"]) == ("me.jpg", "me.sheet.jpg")
+    assert sorted(info.key for info in out.list()) == ["me.jpg", "me.json", "me.sheet.jpg"]
+    assert out.head("me.sheet.jpg").size_bytes > out.head("me.jpg").size_bytes
+
+
 def test_duplicates_and_replays_give_one_result(folders, local_backend, job_ctx, photo_jpeg):
     source, out, tmp = folders
     source.put("a.jpg", photo_jpeg, content_type="image/jpeg")
