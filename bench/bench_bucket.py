@@ -84,8 +84,9 @@ async def run_in_process(folder: Path, photos: list[bytes], task: str, concurren
         statuses.append(outcome.status)
 
     backend = LocalBackend(settings.open_model_store())
-    worker = BucketWorker(table, job_executor(backend, context), context, max_concurrency=concurrency,
-                          on_outcome=finished)
+    worker = BucketWorker(
+        table, job_executor(backend, context), context, max_concurrency=concurrency, on_outcome=finished
+    )
     # Warm up the engines (first-call costs: interpreters, restorer) outside the measurement.
     await job_executor(backend, context)(task, photos[0], table.routes[0].params)
     started = time.perf_counter()
@@ -109,8 +110,10 @@ def run_through_serve(url: str, token: str | None, inbox: Path, outbox: Path, ph
     posted: dict[str, float] = {}
     started = time.perf_counter()
     for key in keys:
-        record = {"eventName": "s3:ObjectCreated:Put", "s3": {"bucket": {"name": inbox.name},
-                                                              "object": {"key": urllib.parse.quote_plus(key, safe="/")}}}
+        record = {
+            "eventName": "s3:ObjectCreated:Put",
+            "s3": {"bucket": {"name": inbox.name}, "object": {"key": urllib.parse.quote_plus(key, safe="/")}},
+        }
         body = json.dumps({"EventName": "s3:ObjectCreated:Put", "Key": f"{inbox.name}/{key}", "Records": [record]})
         request = urllib.request.Request(f"{url.rstrip('/')}/v1/events/s3", data=body.encode(), headers=headers)
         posted[key] = time.perf_counter()
@@ -133,8 +136,10 @@ def run_through_serve(url: str, token: str | None, inbox: Path, outbox: Path, ph
 
 def row(name: str, latencies: list[float], wall_s: float, statuses: list[Status]) -> str:
     done = sum(status is Status.DONE for status in statuses)
-    return (f"| {name:<28} | {len(statuses):>7} | {done:>5} | {percentile_ms(latencies, 50):>8.0f} | "
-            f"{percentile_ms(latencies, 99):>8.0f} | {len(statuses) / wall_s:>9.1f} |")
+    return (
+        f"| {name:<28} | {len(statuses):>7} | {done:>5} | {percentile_ms(latencies, 50):>8.0f} | "
+        f"{percentile_ms(latencies, 99):>8.0f} | {len(statuses) / wall_s:>9.1f} |"
+    )
 
 
 def main() -> int:
@@ -150,13 +155,19 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     photos = small_photos(args.photos, args.side_px)
-    header = ("| run                          | objects |  done | p50 (ms) | p99 (ms) | objects/s |\n"
-              "|------------------------------|--------:|------:|---------:|---------:|----------:|")
+    header = (
+        "| run                          | objects |  done | p50 (ms) | p99 (ms) | objects/s |\n"
+        "|------------------------------|--------:|------:|---------:|---------:|----------:|"
+    )
     rows = []
     if args.url:
         run_id = time.strftime("%Y%m%d-%H%M%S")
-        rows.append(row("serve webhook, burst", *run_through_serve(
-            args.url, args.token, args.inbox.resolve(), args.outbox.resolve(), photos, run_id)))
+        rows.append(
+            row(
+                "serve webhook, burst",
+                *run_through_serve(args.url, args.token, args.inbox.resolve(), args.outbox.resolve(), photos, run_id),
+            )
+        )
     else:
         with tempfile.TemporaryDirectory(prefix="bench-bucket-") as tmp:
             burst = asyncio.run(run_in_process(Path(tmp) / "burst", photos, args.task, args.concurrency, None))

@@ -12,6 +12,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import cv2
@@ -64,7 +65,7 @@ def main() -> None:
         model.forward_batch(torch.zeros((1, 3, height_px, width_px)))
         for batch in args.batches:
             images = torch.from_numpy(rng.integers(0, 256, (batch, 3, height_px, width_px)).astype(np.float32))
-            seconds = statistics.median(time_s(lambda: model.forward_batch(images), args.repeats))
+            seconds = statistics.median(time_s(partial(model.forward_batch, images), args.repeats))
             print(f"{size_name:>8} {batch:>5} {seconds:>8.2f} {batch / seconds:>9.2f} {1000 * seconds / batch:>9.0f}")
 
     cv2.setNumThreads(1)

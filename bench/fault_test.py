@@ -73,8 +73,10 @@ def main() -> None:
     duplicated = [key for key, (results, errors) in counts.items() if results + errors > 1]
     print("| uploads | results | error records | lost | duplicated | replicas killed | seconds |")
     print("|---|---|---|---|---|---|---|")
-    print(f"| {len(keys)} | {sum(r for r, _ in counts.values())} | {sum(e for _, e in counts.values())} | "
-          f"{len(lost)} | {len(duplicated)} | {killer.killed} | {time.monotonic() - start:.0f} |")
+    print(
+        f"| {len(keys)} | {sum(r for r, _ in counts.values())} | {sum(e for _, e in counts.values())} | "
+        f"{len(lost)} | {len(duplicated)} | {killer.killed} | {time.monotonic() - start:.0f} |"
+    )
     if lost or duplicated:
         print("lost:", lost, "duplicated:", duplicated)
 

@@ -16,6 +16,7 @@ import json
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -92,17 +93,26 @@ def gpen_throughput(device: torch.device, name: str, batches: list[int], repeats
         for channels_last in (False, True) if device.type == "cuda" else (False,):
             net = model.to(memory_format=torch.channels_last) if channels_last else model
             for batch in batches:
-                crops = [np.random.default_rng(i).integers(0, 256, (config.size, config.size, 3), np.uint8) for i in range(batch)]
+                crops = [
+                    np.random.default_rng(i).integers(0, 256, (config.size, config.size, 3), np.uint8)
+                    for i in range(batch)
+                ]
                 if device.type == "cuda":
                     torch.cuda.reset_peak_memory_stats()
                 autocast = "bfloat16" if precision == "bf16" else None
-                seconds = timed(
-                    lambda: restore_with_gpen(net, crops, device=device, autocast_dtype=autocast, channels_last=channels_last),
-                    repeats=repeats, device=device,
+                run = partial(
+                    restore_with_gpen, net, crops, device=device, autocast_dtype=autocast, channels_last=channels_last
                 )
+                seconds = timed(run, repeats=repeats, device=device)
                 peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else float("nan")
-                rows.append([precision, "NHWC" if channels_last else "NCHW", batch, seconds * 1000, batch / seconds, peak])
-    table(f"{name} faces/s (pre/post-processing included)", ["precision", "layout", "batch", "ms/batch", "faces/s", "peak MiB"], rows)
+                rows.append(
+                    [precision, "NHWC" if channels_last else "NCHW", batch, seconds * 1000, batch / seconds, peak]
+                )
+    table(
+        f"{name} faces/s (pre/post-processing included)",
+        ["precision", "layout", "batch", "ms/batch", "faces/s", "peak MiB"],
+        rows,
+    )
 
 
 def dctnet_model(device: torch.device):
@@ -117,16 +127,18 @@ def dctnet_checks(device: torch.device, sizes: dict[str, tuple[int, int, list[in
     cpu_model, gpu_model = dctnet_model(torch.device("cpu")), dctnet_model(device)
     probe = np.random.default_rng(1).integers(0, 256, (288, 288, 3), np.uint8)
     diff = np.abs(cpu_model(probe).astype(int) - gpu_model(probe).astype(int))
-    table(f"DCT-Net {device.type} vs CPU on one 288 head (random official weights)",
-          ["max diff", "values exact %", "values within 1 %"],
-          [[int(diff.max()), float((diff == 0).mean() * 100), float((diff <= 1).mean() * 100)]])
+    table(
+        f"DCT-Net {device.type} vs CPU on one 288 head (random official weights)",
+        ["max diff", "values exact %", "values within 1 %"],
+        [[int(diff.max()), float((diff == 0).mean() * 100), float((diff <= 1).mean() * 100)]],
+    )
     rows = []
     for label, (height, width, batches) in sizes.items():
         for batch in batches:
             x = torch.rand(batch, 3, height, width, device=device) * 255
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats()
-            seconds = timed(lambda: gpu_model.forward_batch(x), repeats=repeats, device=device)
+            seconds = timed(partial(gpu_model.forward_batch, x), repeats=repeats, device=device)
             peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else float("nan")
             rows.append([label, batch, seconds * 1000, batch / seconds, peak])
     table("DCT-Net images/s (model only)", ["input", "batch", "ms/batch", "images/s", "peak MiB"], rows)
@@ -154,7 +166,9 @@ class MicroBatcher:
                 except asyncio.TimeoutError:
                     break
             crops = [crop for crop, _ in items]
-            faces = await asyncio.to_thread(restore_with_gpen, self.model, crops, device=self.device, autocast_dtype=self.autocast)
+            faces = await asyncio.to_thread(
+                restore_with_gpen, self.model, crops, device=self.device, autocast_dtype=self.autocast
+            )
             for (_, future), face in zip(items, faces):
                 future.set_result(face)
 
@@ -171,6 +185,11 @@ async def whole_photo(data: bytes, batcher: MicroBatcher, size: int) -> float:
     return time.perf_counter() - start
 
 
+async def bounded(semaphore: asyncio.Semaphore, work) -> float:
+    async with semaphore:
+        return await work
+
+
 async def whole_photo_latency(device: torch.device, name: str, concurrencies: list[int], photos: int) -> None:
     from skimage import data as skdata
 
@@ -181,26 +200,37 @@ async def whole_photo_latency(device: torch.device, name: str, concurrencies: li
     payload = encode_image(np.ascontiguousarray(photo), "jpeg", quality=92)
     rows = []
     for precision in ("fp32", "bf16") if device.type == "cuda" else ("fp32",):
-        batcher = MicroBatcher(model, device, max_batch=32, wait_s=0.01, autocast="bfloat16" if precision == "bf16" else None)
+        batcher = MicroBatcher(
+            model, device, max_batch=32, wait_s=0.01, autocast="bfloat16" if precision == "bf16" else None
+        )
         worker = asyncio.create_task(batcher.run())
         for concurrency in concurrencies:
             await whole_photo(payload, batcher, config.size)
-            latencies: list[float] = []
             semaphore = asyncio.Semaphore(concurrency)
-
-            async def one() -> None:
-                async with semaphore:
-                    latencies.append(await whole_photo(payload, batcher, config.size))
-
             start = time.perf_counter()
-            await asyncio.gather(*(one() for _ in range(photos)))
+            latencies = list(
+                await asyncio.gather(
+                    *(bounded(semaphore, whole_photo(payload, batcher, config.size)) for _ in range(photos))
+                )
+            )
             wall = time.perf_counter() - start
             latencies.sort()
-            rows.append([precision, concurrency, photos, latencies[len(latencies) // 2] * 1000,
-                         latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] * 1000, photos / wall])
+            rows.append(
+                [
+                    precision,
+                    concurrency,
+                    photos,
+                    latencies[len(latencies) // 2] * 1000,
+                    latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] * 1000,
+                    photos / wall,
+                ]
+            )
         worker.cancel()
-    table(f"Whole photo, 2 faces, 1024x512 JPEG, {name} (decode, align, batched restore, paste, PNG encode)",
-          ["precision", "concurrency", "photos", "p50 ms", "p99 ms", "photos/s"], rows)
+    table(
+        f"Whole photo, 2 faces, 1024x512 JPEG, {name} (decode, align, batched restore, paste, PNG encode)",
+        ["precision", "concurrency", "photos", "p50 ms", "p99 ms", "photos/s"],
+        rows,
+    )
 
 
 def cold_start(device: torch.device, tmp: Path) -> None:
@@ -219,7 +249,11 @@ def cold_start(device: torch.device, tmp: Path) -> None:
     model.forward_batch(torch.zeros(1, 3, 288, 288, device=device))
     sync(device)
     rows.append(["dctnet (one graph)", float("nan"), (time.perf_counter() - start) * 1000])
-    table("Model load and first forward (weights from local disk, CUDA context already up)", ["model", "load ms", "load + first forward ms"], rows)
+    table(
+        "Model load and first forward (weights from local disk, CUDA context already up)",
+        ["model", "load ms", "load + first forward ms"],
+        rows,
+    )
 
 
 def main() -> None:

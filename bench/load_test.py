@@ -71,8 +71,9 @@ async def one_request(client: httpx.AsyncClient, job: str, photo: bytes, retries
     result.failures[f"{job}:{outcome}"] = result.failures.get(f"{job}:{outcome}", 0) + 1
 
 
-async def run_step(url: str, jobs: list[str], concurrency: int, requests: int, retries: int, photo: bytes,
-                   deadline_s: float) -> tuple[StepResult, float]:
+async def run_step(
+    url: str, jobs: list[str], concurrency: int, requests: int, retries: int, photo: bytes, deadline_s: float
+) -> tuple[StepResult, float]:
     result = StepResult()
     semaphore = asyncio.Semaphore(concurrency)
     rng = random.Random(concurrency)
@@ -123,8 +124,11 @@ def kill_one_replica(deployment: str) -> str | None:
     import ray
     from ray.util.state import list_actors
 
-    alive = [a for a in list_actors(filters=[("state", "=", "ALIVE")], limit=1000)
-             if a.name and a.name.startswith("SERVE_REPLICA::") and f"#{deployment}#" in a.name]
+    alive = [
+        a
+        for a in list_actors(filters=[("state", "=", "ALIVE")], limit=1000)
+        if a.name and a.name.startswith("SERVE_REPLICA::") and f"#{deployment}#" in a.name
+    ]
     if not alive:
         return None
     ray.kill(ray.get_actor(alive[0].name, namespace="serve"), no_restart=False)
@@ -165,7 +169,10 @@ def main() -> None:
     killer = ReplicaKiller(args.ray_address, args.kill.split(","), args.kill_every_s) if args.kill else None
     if killer:
         killer.start()
-    print(f"{args.url} jobs={jobs} retries={args.retries}" + (f" killing {args.kill} every {args.kill_every_s}s" if killer else ""))
+    print(
+        f"{args.url} jobs={jobs} retries={args.retries}"
+        + (f" killing {args.kill} every {args.kill_every_s}s" if killer else "")
+    )
     print("| concurrency | requests | ok | failed (after retries) | retries | req/s | p50 s | p99 s |")
     print("|---|---|---|---|---|---|---|---|")
     steps = [int(step) for step in args.steps.split(",")]
@@ -180,12 +187,18 @@ def main() -> None:
 
 def ramp(args: argparse.Namespace, jobs: list[str], photo: bytes, steps: list[int]) -> None:
     for concurrency in steps:
-        result, wall_s = asyncio.run(run_step(args.url, jobs, concurrency, args.requests, args.retries, photo,
-                                              time.monotonic() + args.max_step_s))
+        result, wall_s = asyncio.run(
+            run_step(
+                args.url, jobs, concurrency, args.requests, args.retries, photo, time.monotonic() + args.max_step_s
+            )
+        )
         ok = len(result.latencies_s)
-        print(f"| {concurrency} | {args.requests} | {ok} | {sum(result.failures.values())} {result.failures or ''} | "
-              f"{result.retries} | {ok / wall_s:.2f} | {percentile(result.latencies_s, 0.5):.2f} | "
-              f"{percentile(result.latencies_s, 0.99):.2f} |", flush=True)
+        print(
+            f"| {concurrency} | {args.requests} | {ok} | {sum(result.failures.values())} {result.failures or ''} | "
+            f"{result.retries} | {ok / wall_s:.2f} | {percentile(result.latencies_s, 0.5):.2f} | "
+            f"{percentile(result.latencies_s, 0.99):.2f} |",
+            flush=True,
+        )
 
 
 def soak(args: argparse.Namespace, jobs: list[str], photo: bytes, concurrency: int) -> None:
@@ -199,12 +212,18 @@ def soak(args: argparse.Namespace, jobs: list[str], photo: bytes, concurrency: i
         now = replica_memory_mib()
         growth = {name: now[name] - first[name] for name in now if name in first}
         worst = max(growth.items(), key=lambda item: item[1], default=("-", 0.0))
-        print(f"| {concurrency} | {args.requests} | {len(result.latencies_s)} | {sum(result.failures.values())} | "
-              f"{result.retries} | {len(result.latencies_s) / wall_s:.2f} | "
-              f"{percentile(result.latencies_s, 0.5):.2f} | {percentile(result.latencies_s, 0.99):.2f} | "
-              f"max RSS growth {worst[0]} {worst[1]:+.0f} MiB", flush=True)
+        print(
+            f"| {concurrency} | {args.requests} | {len(result.latencies_s)} | {sum(result.failures.values())} | "
+            f"{result.retries} | {len(result.latencies_s) / wall_s:.2f} | "
+            f"{percentile(result.latencies_s, 0.5):.2f} | {percentile(result.latencies_s, 0.99):.2f} | "
+            f"max RSS growth {worst[0]} {worst[1]:+.0f} MiB",
+            flush=True,
+        )
     last = replica_memory_mib()
-    print("replica RSS MiB, start -> end:", {name: f"{first[name]:.0f} -> {last[name]:.0f}" for name in last if name in first})
+    print(
+        "replica RSS MiB, start -> end:",
+        {name: f"{first[name]:.0f} -> {last[name]:.0f}" for name in last if name in first},
+    )
     print("median growth MiB:", statistics.median([last[name] - first[name] for name in last if name in first] or [0]))
 
 

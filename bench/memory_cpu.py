@@ -51,8 +51,16 @@ def measure(kind: str, batch: int) -> dict:
 
 
 def main() -> None:
-    points = [("gpen-bfr-512", 1), ("gpen-bfr-512", 2), ("gpen-bfr-256", 1), ("gpen-bfr-256", 4),
-              ("dctnet-head", 1), ("dctnet-head", 8), ("dctnet-bg", 1), ("dctnet-bg", 2)]
+    points = [
+        ("gpen-bfr-512", 1),
+        ("gpen-bfr-512", 2),
+        ("gpen-bfr-256", 1),
+        ("gpen-bfr-256", 4),
+        ("dctnet-head", 1),
+        ("dctnet-head", 8),
+        ("dctnet-bg", 1),
+        ("dctnet-bg", 2),
+    ]
     print("| model | batch | weights MiB (fp32) | forward peak MiB above the loaded model |")
     print("|---|---|---|---|")
     for kind, batch in points:

@@ -68,8 +68,14 @@ def _process(settings: Settings, args: argparse.Namespace) -> int:
             execute = http_executor(args.url)
         summary = asyncio.run(
             backfill(
-                args.uri, args.task, execute=execute, context=context, params=params, out=args.out,
-                store=StoreOptions(endpoint_url=args.endpoint_url), concurrency=args.concurrency,
+                args.uri,
+                args.task,
+                execute=execute,
+                context=context,
+                params=params,
+                out=args.out,
+                store=StoreOptions(endpoint_url=args.endpoint_url),
+                concurrency=args.concurrency,
                 progress=ProgressBar(sys.stderr),
             )
         )

@@ -28,7 +28,10 @@ async def _portrait_error(request: Request, exc: PortraitError) -> JSONResponse:
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     problems = [
-        {"field": ".".join(str(part) for part in err.get("loc", ()) if part not in ("body", "query")), "problem": err["msg"]}
+        {
+            "field": ".".join(str(part) for part in err.get("loc", ()) if part not in ("body", "query")),
+            "problem": err["msg"],
+        }
         for err in exc.errors()
     ]
     message = "; ".join(f"{p['field'] or 'request'}: {p['problem']}" for p in problems)

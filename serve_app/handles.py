@@ -14,7 +14,7 @@ import numpy as np
 from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle
 
-from deployments.cartoon.types import Stylized, StyleJob
+from deployments.cartoon.types import StyleJob, Stylized
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter, Overloaded
 from deployments.common.weights import ModelSpec
@@ -25,7 +25,6 @@ from serve_app.metrics import record_job
 from serve_app.service import matte_engine_info, restore_template_for
 
 logger = logging.getLogger(__name__)
-
 
 
 class HandleBackend:

@@ -18,7 +18,7 @@ import numpy as np
 
 from deployments.cartoon.engine import CartoonEngine, ModelKind
 from deployments.cartoon.styles import cartoon_styles
-from deployments.cartoon.types import Stylized, StyleJob
+from deployments.cartoon.types import StyleJob, Stylized
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter
 from deployments.common.weights import ModelStore

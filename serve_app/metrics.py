@@ -39,7 +39,9 @@ def _jobs() -> metrics.Counter:
 @cache
 def _bytes() -> metrics.Histogram:
     return metrics.Histogram(
-        "portrait_image_bytes", description="image bytes in and out", boundaries=_BYTES_BOUNDARIES,
+        "portrait_image_bytes",
+        description="image bytes in and out",
+        boundaries=_BYTES_BOUNDARIES,
         tag_keys=("task", "direction"),
     )
 
@@ -47,7 +49,9 @@ def _bytes() -> metrics.Histogram:
 @cache
 def _event_lag() -> metrics.Histogram:
     return metrics.Histogram(
-        "portrait_event_lag_seconds", description="upload time to result written", boundaries=_SECONDS_BOUNDARIES,
+        "portrait_event_lag_seconds",
+        description="upload time to result written",
+        boundaries=_SECONDS_BOUNDARIES,
         tag_keys=("route",),
     )
 

@@ -77,4 +77,7 @@ def replica_facts() -> dict[str, Any]:
     from ray import serve
 
     context = serve.get_replica_context()
-    return {"replica": context.replica_tag if hasattr(context, "replica_tag") else str(context.replica_id), "pid": os.getpid()}
+    return {
+        "replica": context.replica_tag if hasattr(context, "replica_tag") else str(context.replica_id),
+        "pid": os.getpid(),
+    }

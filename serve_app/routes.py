@@ -8,8 +8,8 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from deployments.common.errors import ServiceError
 from deployments.cartoon.params import CartoonParams
+from deployments.common.errors import ServiceError
 from deployments.idphoto.params import IdPhotoParams
 from deployments.restore.params import RestoreParams
 from serve_app.bucket.webhook import install_event_routes
@@ -177,8 +177,12 @@ def create_api() -> FastAPI:
         """Cartoonize a photo (DCT-Net whole image + per-face heads; classic engine when weights are absent)."""
         return await _run_job(request, "cartoon")
 
-    @api.post("/api/cartoon", responses={200: {"content": {"image/png": {}}}, **_ERRORS},
-              openapi_extra=_image_body(CartoonParams), tags=["compatibility"])
+    @api.post(
+        "/api/cartoon",
+        responses={200: {"content": {"image/png": {}}}, **_ERRORS},
+        openapi_extra=_image_body(CartoonParams),
+        tags=["compatibility"],
+    )
     async def cartoon_compat(request: Request) -> Response:
         """The route existing cartoon clients call: multipart ``image`` in, ``image/png`` out."""
         return await _run_job(request, "cartoon", forced={"format": "png", "return": "image"})

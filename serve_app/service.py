@@ -17,10 +17,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from deployments.cartoon.types import Stylized, StyleJob
+from deployments.cartoon.types import StyleJob, Stylized
 from deployments.common.engine import EngineInfo
-from deployments.common.weights import ModelSpec
 from deployments.common.image import DecodedImage, decode_image
+from deployments.common.weights import ModelSpec
 from deployments.faces.types import Face
 from deployments.idphoto.matte import MATTE_MODEL, LowResMatte
 from deployments.restore.types import RestoredFace

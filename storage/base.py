@@ -67,9 +67,7 @@ class ObjectStore(Protocol):
         """Describe the object without reading it; ``ObjectNotFound`` when absent."""
         ...
 
-    def put(
-        self, key: str, data: bytes, *, content_type: str, metadata: Mapping[str, str] | None = None
-    ) -> ObjectInfo:
+    def put(self, key: str, data: bytes, *, content_type: str, metadata: Mapping[str, str] | None = None) -> ObjectInfo:
         """Write the object whole; readers see the old or the new content, never a mix."""
         ...
 

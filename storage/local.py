@@ -79,9 +79,7 @@ class LocalStore(HeadExists):
             etag = sidecar["etag"] if sidecar else self._computed_etag(key, path, st)
         return self._info(key, st, etag, sidecar)
 
-    def put(
-        self, key: str, data: bytes, *, content_type: str, metadata: Mapping[str, str] | None = None
-    ) -> ObjectInfo:
+    def put(self, key: str, data: bytes, *, content_type: str, metadata: Mapping[str, str] | None = None) -> ObjectInfo:
         path = self._path(key)
         user_metadata = normalize_metadata(metadata)
         etag = hashlib.md5(data).hexdigest()

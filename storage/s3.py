@@ -137,9 +137,7 @@ class S3Store(HeadExists):
             reply = self._client.head_object(Bucket=self.bucket, Key=full_key)
         return self._info(key, reply)
 
-    def put(
-        self, key: str, data: bytes, *, content_type: str, metadata: Mapping[str, str] | None = None
-    ) -> ObjectInfo:
+    def put(self, key: str, data: bytes, *, content_type: str, metadata: Mapping[str, str] | None = None) -> ObjectInfo:
         full_key = self._full_key(key)
         user_metadata = normalize_metadata(metadata)
         with self._s3_errors(key):

@@ -58,7 +58,6 @@ def const_node(name: str, dtype: int, tensor: bytes) -> bytes:
     return node_proto(name, "Const", attrs=attrs)
 
 
-
 def dctnet_graph(constants: Mapping[str, np.ndarray], eps: float) -> bytes:
     """A frozen graph with DCT-Net's weight Consts and the guided filter's ``RealDiv(cov, AddV2(var, eps))``."""
     nodes = [

@@ -47,11 +47,7 @@ _LAYERS: tuple[tuple[str, int, int, int, int], ...] = (
     ("Conv_2", 32, 64, 3, 1),
     ("Conv_3", 64, 64, 3, 2),
     ("Conv_4", 64, 128, 3, 1),
-    *(
-        (f"block_{index}/{conv}", 128, 128, 3, 1)
-        for index in range(4)
-        for conv in ("conv1", "conv2")
-    ),
+    *((f"block_{index}/{conv}", 128, 128, 3, 1) for index in range(4) for conv in ("conv1", "conv2")),
     ("Conv_5", 128, 64, 3, 1),
     ("Conv_6", 64, 64, 3, 1),
     ("Conv_7", 64, 32, 3, 1),
@@ -126,7 +122,8 @@ def box_filter(x: torch.Tensor, radius_px: int = GUIDED_FILTER_RADIUS_PX) -> tor
 def guided_filter(
     guide: torch.Tensor, src: torch.Tensor, eps: float, radius_px: int = GUIDED_FILTER_RADIUS_PX
 ) -> torch.Tensor:
-    """He et al.'s guided filter per channel, in the graph's operation order: smooths ``src`` along ``guide``'s edges."""
+    """He et al.'s guided filter per channel, in the graph's operation order: smooths ``src`` along ``guide``'s
+    edges."""
     ones = torch.ones((1, 1, *guide.shape[-2:]), dtype=guide.dtype, device=guide.device)
     count = box_filter(ones, radius_px)
     mean_guide = box_filter(guide, radius_px) / count

@@ -11,12 +11,11 @@ from ray import serve
 
 from deployments.cartoon.engine import CartoonEngine, ModelKind
 from deployments.cartoon.styles import cartoon_styles
-from deployments.cartoon.types import Stylized, StyleJob
+from deployments.cartoon.types import StyleJob, Stylized
 from deployments.common.torch_device import DeviceOptions
-from serve_app.replica import BatchConfig, apply_batch_config, gpu_facts, options_from, replica_facts, torch_threads
 from serve_app.metrics import record_batch
+from serve_app.replica import BatchConfig, apply_batch_config, gpu_facts, options_from, replica_facts, torch_threads
 from serve_app.settings import get_settings
-
 
 PROBE_IMAGE = np.full((16, 16, 3), 128, np.uint8)
 

@@ -18,7 +18,7 @@ import torch
 from deployments.cartoon.classic import cartoonize_classic
 from deployments.cartoon.dctnet import DctNet, load_dctnet
 from deployments.cartoon.styles import CartoonStyle
-from deployments.cartoon.types import Stylized, StyleJob
+from deployments.cartoon.types import StyleJob, Stylized
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter
 from deployments.common.torch_device import pick_device

@@ -20,7 +20,9 @@ class EngineInfo:
 
     @classmethod
     def from_weights(cls, engine: str, status: ModelStatus) -> EngineInfo:
-        return cls(engine=engine, neural=True, weights=status.spec.name, sha256=status.sha256, weights_state=status.state.value)
+        return cls(
+            engine=engine, neural=True, weights=status.spec.name, sha256=status.sha256, weights_state=status.state.value
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -15,7 +15,9 @@ class JobParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, protected_namespaces=())
 
-    return_: Literal["image", "json"] = Field("image", alias="return", description="the image bytes, or JSON with metadata")
+    return_: Literal["image", "json"] = Field(
+        "image", alias="return", description="the image bytes, or JSON with metadata"
+    )
 
 
 def parse_params(model: type[JobParams], fields: Mapping[str, Any], *, context: Any = None) -> JobParams:

@@ -11,7 +11,9 @@ DEFAULT_TILE_PX = 512
 _MARGIN_PX = 8  # Lanczos reads 4 source pixels each side; 8 keeps tile seams invisible.
 
 
-def upscale_image(rgb: np.ndarray, factor: int, *, tile_px: int = DEFAULT_TILE_PX, max_output_pixels: int = 200_000_000) -> np.ndarray:
+def upscale_image(
+    rgb: np.ndarray, factor: int, *, tile_px: int = DEFAULT_TILE_PX, max_output_pixels: int = 200_000_000
+) -> np.ndarray:
     """Lanczos ×``factor`` (1, 2 or 4), computed tile by tile with overlapping margins (identical to one full resize
     away from the image border, where each tile sees the same neighbours)."""
     if factor not in (1, 2, 4):

@@ -89,9 +89,7 @@ def get_template(name: str) -> AlignTemplate:
     try:
         return TEMPLATES[name]
     except KeyError:
-        raise InvalidParameter(
-            f"unknown alignment template {name!r}", details={"known": sorted(TEMPLATES)}
-        ) from None
+        raise InvalidParameter(f"unknown alignment template {name!r}", details={"known": sorted(TEMPLATES)}) from None
 
 
 def estimate_similarity(src_pts: np.ndarray, dst_pts: np.ndarray) -> np.ndarray:

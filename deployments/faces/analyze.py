@@ -25,8 +25,8 @@ class FaceAnalysisConfig:
     detector runs per photo, which raises that minimum on very large photos instead of letting cost explode (640
     keeps 15 px eyes findable on a 12 MP group photo);
     ``portrait_face_frac``: when the first 128 px pass finds exactly one face and it is this large (box side / long
-    image side), the photo is a portrait and the search ends there (a few ms); ``None`` always tiles; ``mesh_threshold``: face-mesh confidence below
-    which detector keypoints replace the mesh.
+    image side), the photo is a portrait and the search ends there (a few ms); ``None`` always tiles;
+    ``mesh_threshold``: face-mesh confidence below which detector keypoints replace the mesh.
     """
 
     score_threshold: float = 0.7

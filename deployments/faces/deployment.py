@@ -11,8 +11,8 @@ from ray import serve
 
 from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalyzerEngine
 from deployments.faces.types import Face
-from serve_app.replica import BatchConfig, apply_batch_config, limit_cpu_threads, options_from, replica_facts
 from serve_app.metrics import record_batch, record_faces
+from serve_app.replica import BatchConfig, apply_batch_config, limit_cpu_threads, options_from, replica_facts
 from serve_app.settings import get_settings
 
 FACE_MODELS = ("face-detect-short", "face-detect-full", "face-mesh")

@@ -15,10 +15,9 @@ from ray import serve
 from deployments.common.errors import InvalidParameter
 from deployments.idphoto.matte import MATTE_MODEL, LowResMatte
 from deployments.idphoto.matte import PortraitMatter as PortraitMatterEngine
-from serve_app.replica import BatchConfig, apply_batch_config, limit_cpu_threads, replica_facts
 from serve_app.metrics import record_batch
+from serve_app.replica import BatchConfig, apply_batch_config, limit_cpu_threads, replica_facts
 from serve_app.settings import get_settings
-
 
 PROBE_IMAGE = np.full((64, 64, 3), 128, np.uint8)
 
@@ -35,7 +34,9 @@ class PortraitMatter:
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         self._batch, extra = apply_batch_config(self.segment, user_config)
         if extra:
-            raise InvalidParameter(f"unknown user_config keys {sorted(extra)}; allowed: max_batch_size, batch_wait_timeout_s")
+            raise InvalidParameter(
+                f"unknown user_config keys {sorted(extra)}; allowed: max_batch_size, batch_wait_timeout_s"
+            )
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.005)
     async def segment(self, images: list[np.ndarray]) -> list[LowResMatte]:

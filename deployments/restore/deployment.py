@@ -11,8 +11,8 @@ from ray import serve
 
 from deployments.restore.restorer import FaceRestorerEngine, RestorerOptions
 from deployments.restore.types import RestoredFace
-from serve_app.replica import BatchConfig, apply_batch_config, gpu_facts, options_from, replica_facts, torch_threads
 from serve_app.metrics import record_batch
+from serve_app.replica import BatchConfig, apply_batch_config, gpu_facts, options_from, replica_facts, torch_threads
 from serve_app.settings import get_settings
 
 

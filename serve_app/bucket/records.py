@@ -92,7 +92,10 @@ def result_extension(media_type: str) -> str:
 
 def find_records(store: ObjectStore, key: str) -> list[ResultRecord | ErrorRecord]:
     """The result and error records readable for source ``key`` (zero, one or both)."""
-    found = [_read_record(store, metadata_key("", key), ResultRecord), _read_record(store, error_key("", key), ErrorRecord)]
+    found = [
+        _read_record(store, metadata_key("", key), ResultRecord),
+        _read_record(store, error_key("", key), ErrorRecord),
+    ]
     return [record for record in found if record is not None]
 
 

@@ -159,9 +159,7 @@ class BucketWorker:
         matches = self.table.match(event.bucket, event.key)
         return list(await asyncio.gather(*(self.process_object(m.route, m.key) for m in matches)))
 
-    async def reconcile(
-        self, route: Route, *, on_listed: Callable[[int], None] | None = None
-    ) -> list[ObjectOutcome]:
+    async def reconcile(self, route: Route, *, on_listed: Callable[[int], None] | None = None) -> list[ObjectOutcome]:
         """List the route's input and process every object without a record for its current ETag."""
         source, output = self._stores[route.name]
         listed = await asyncio.to_thread(lambda: [info for info in source.list() if route.accepts(info.key)])
@@ -174,8 +172,13 @@ class BucketWorker:
             if self._done.get((route.name, info.key)) != info.etag
             or not {metadata_key("", info.key), error_key("", info.key)} & records
         ]
-        logger.log(logging.INFO if todo else logging.DEBUG, "reconcile %s: %d objects listed, %d to check",
-                   route.name, len(listed), len(todo))
+        logger.log(
+            logging.INFO if todo else logging.DEBUG,
+            "reconcile %s: %d objects listed, %d to check",
+            route.name,
+            len(listed),
+            len(todo),
+        )
         if on_listed is not None:
             on_listed(len(todo))
         return list(await asyncio.gather(*(self.process_object(route, info.key) for info in todo)))
@@ -199,8 +202,9 @@ class BucketWorker:
                 try:
                     await self.reconcile(route)
                 except Exception:
-                    logger.exception("scan of route %s (%s) failed; next try in %.0f s", route.name, route.input,
-                                     interval_s)
+                    logger.exception(
+                        "scan of route %s (%s) failed; next try in %.0f s", route.name, route.input, interval_s
+                    )
                 else:
                     reconciled.add(route.name)
             await asyncio.sleep(interval_s)
@@ -254,11 +258,17 @@ class BucketWorker:
                 if attempt == self._retry.max_attempts:
                     logger.warning(
                         "%s: %r still failing after %d attempts (%s: %s); left for the reconciler",
-                        route.name, key, attempt, code, exc,
+                        route.name,
+                        key,
+                        attempt,
+                        code,
+                        exc,
                     )
                     return ObjectOutcome(route.name, key, Status.DEFERRED, code=code, attempts=attempt)
                 delay_s = self._retry.delay_s(attempt)
-                logger.info("%s: %r attempt %d failed (%s); retrying in %.2f s", route.name, key, attempt, code, delay_s)
+                logger.info(
+                    "%s: %r attempt %d failed (%s); retrying in %.2f s", route.name, key, attempt, code, delay_s
+                )
                 await asyncio.sleep(delay_s)
         raise AssertionError("unreachable: max_attempts >= 1")
 
@@ -291,11 +301,16 @@ class BucketWorker:
             # every scan (delete its error record to retry), and log the traceback.
             logger.exception("%s: %r failed unexpectedly", route.name, key)
             failure = ErrorRecord(
-                source=source, route=route.name, task=route.task, failed_at=_now(),
+                source=source,
+                route=route.name,
+                task=route.task,
+                failed_at=_now(),
                 error=ErrorDetail(code="internal_error", message=f"{type(exc).__name__}: {exc}"),
             )
             await asyncio.to_thread(write_error, output_store, key, failure)
-            return ObjectOutcome(route.name, key, Status.FAILED, etag=source.etag, code="internal_error", attempts=attempt)
+            return ObjectOutcome(
+                route.name, key, Status.FAILED, etag=source.etag, code="internal_error", attempts=attempt
+            )
         finished_at = _now()
         lag_s = (finished_at - source.last_modified).total_seconds()
         record = ResultRecord(
@@ -363,8 +378,9 @@ class SqsConsumer:
             try:
                 await self.receive_once()
             except Exception:
-                logger.exception("SQS receive from %s failed; next try in %.0f s", self._config.queue_url,
-                                 self._config.error_pause_s)
+                logger.exception(
+                    "SQS receive from %s failed; next try in %.0f s", self._config.queue_url, self._config.error_pause_s
+                )
                 await asyncio.sleep(self._config.error_pause_s)
 
     async def receive_once(self) -> int:

@@ -38,6 +38,15 @@ async def cartoonize_photo(backend: Backend, data: bytes, params: CartoonParams,
         body = await asyncio.to_thread(encode_like_source, result, fmt, source)
     engines = [background.engine] + [head.engine for head in heads if head.image is not None]
     engine, weights = engine_summary(engines, fallback="none")
-    meta = build_meta("cartoon", params, engine, weights, faces=len(pasted), size_wh=(result.shape[1], result.shape[0]),
-                      media_type=MEDIA_TYPES[fmt], body=body, timings_ms=timings.ms)
+    meta = build_meta(
+        "cartoon",
+        params,
+        engine,
+        weights,
+        faces=len(pasted),
+        size_wh=(result.shape[1], result.shape[0]),
+        media_type=MEDIA_TYPES[fmt],
+        body=body,
+        timings_ms=timings.ms,
+    )
     return JobResult(body=body, media_type=MEDIA_TYPES[fmt], meta=meta)

@@ -11,6 +11,7 @@ from deployments.idphoto.specs import IdSpec
 from serve_app.jobs.results import JobResult, build_meta, engine_summary
 from serve_app.service import Backend, Limits, Timings, decode_upload
 
+
 async def make_id_photo_job(
     backend: Backend, data: bytes, params: IdPhotoParams, specs: Mapping[str, IdSpec], limits: Limits
 ) -> JobResult:
@@ -25,8 +26,16 @@ async def make_id_photo_job(
     engine, weights = engine_summary([backend.matte_engine()], fallback="none")
     spec = outcome.report.spec
     meta = build_meta(
-        "idphoto", params, engine, weights, faces=len(faces), size_wh=(spec["width_px"], spec["height_px"]),
-        media_type=outcome.media_type, body=outcome.photo, timings_ms=timings.ms, report=outcome.report.to_json(),
+        "idphoto",
+        params,
+        engine,
+        weights,
+        faces=len(faces),
+        size_wh=(spec["width_px"], spec["height_px"]),
+        media_type=outcome.media_type,
+        body=outcome.photo,
+        timings_ms=timings.ms,
+        report=outcome.report.to_json(),
     )
     return JobResult(
         body=outcome.photo,

@@ -34,7 +34,9 @@ def align_all(rgb: np.ndarray, faces: Sequence[Face], template: str) -> list[Ali
     return [align_face(rgb, face.landmarks, template) for face in faces]
 
 
-def composite(rgb: np.ndarray, aligned: Sequence[AlignedFace], restored: Sequence[RestoredFace], params: RestoreParams) -> np.ndarray:
+def composite(
+    rgb: np.ndarray, aligned: Sequence[AlignedFace], restored: Sequence[RestoredFace], params: RestoreParams
+) -> np.ndarray:
     base = upscale_image(rgb, params.upscale)
     pasted = [
         (done.crop, rescale_crop_matrix(face.matrix, face.crop.shape[0], done.crop.shape[0]))
@@ -62,8 +64,17 @@ async def restore_photo(backend: Backend, data: bytes, params: RestoreParams, li
     with timings.stage("encode"):
         body = await asyncio.to_thread(encode_like_source, result, fmt, source)
     engine, weights = engine_summary([face.engine for face in restored], fallback="none (no face found)")
-    meta = build_meta("restore", params, engine, weights, faces=len(chosen), size_wh=(result.shape[1], result.shape[0]), media_type=MEDIA_TYPES[fmt],
-                      body=body, timings_ms=timings.ms)
+    meta = build_meta(
+        "restore",
+        params,
+        engine,
+        weights,
+        faces=len(chosen),
+        size_wh=(result.shape[1], result.shape[0]),
+        media_type=MEDIA_TYPES[fmt],
+        body=body,
+        timings_ms=timings.ms,
+    )
     attachments = {}
     if params.return_ == "json":
         attachments["faces"] = [

@@ -37,8 +37,11 @@ class JobResult:
             "image_b64": base64.b64encode(self.body).decode("ascii"),
             "media_type": self.media_type,
             "meta": self.meta.model_dump(),
-            **({"sheet_b64": base64.b64encode(self.sheet).decode("ascii"), "sheet_media_type": self.media_type}
-               if self.sheet is not None else {}),
+            **(
+                {"sheet_b64": base64.b64encode(self.sheet).decode("ascii"), "sheet_media_type": self.media_type}
+                if self.sheet is not None
+                else {}
+            ),
             **self.attachments,
         }
 
@@ -73,8 +76,19 @@ def engine_summary(infos: list[EngineInfo], fallback: str) -> tuple[str, list[We
     return "+".join(engines), list(weights.values())
 
 
-def build_meta(job: str, params: Any, engine: str, weights: list[WeightsOut], *, faces: int, size_wh: tuple[int, int],
-               media_type: str, body: bytes, timings_ms: dict[str, float], report: dict | None = None) -> ResultMeta:
+def build_meta(
+    job: str,
+    params: Any,
+    engine: str,
+    weights: list[WeightsOut],
+    *,
+    faces: int,
+    size_wh: tuple[int, int],
+    media_type: str,
+    body: bytes,
+    timings_ms: dict[str, float],
+    report: dict | None = None,
+) -> ResultMeta:
     return ResultMeta(
         job=job,
         params=params.model_dump(by_alias=True),
@@ -89,4 +103,3 @@ def build_meta(job: str, params: Any, engine: str, weights: list[WeightsOut], *,
         report=report,
         version=SERVICE_VERSION,
     )
-

@@ -55,7 +55,9 @@ def random_dctnet_constants(seed: int) -> dict[str, np.ndarray]:
     from deployments.cartoon.dctnet import official_weight_shapes
 
     rng = np.random.default_rng(seed)
-    return {name: (rng.standard_normal(shape) * 0.05).astype(np.float32) for name, shape in official_weight_shapes().items()}
+    return {
+        name: (rng.standard_normal(shape) * 0.05).astype(np.float32) for name, shape in official_weight_shapes().items()
+    }
 
 
 @pytest.fixture(scope="session")

@@ -65,4 +65,7 @@ def test_a_text_file_gets_a_415_json_error(serve_url):
 def test_a_missing_image_field_gets_a_422_json_error(serve_url):
     answer = httpx.post(f"{serve_url}/v1/faces", data={"other": "x"}, files={"x": ("a", b"b")}, timeout=30)
     assert answer.status_code == 422
-    assert answer.json()["error"] == {"code": "invalid_parameter", "message": "the multipart form has no file field 'image'"}
+    assert answer.json()["error"] == {
+        "code": "invalid_parameter",
+        "message": "the multipart form has no file field 'image'",
+    }

@@ -21,7 +21,9 @@ def portrait_png(astronaut_rgb) -> bytes:
 
 
 def _post(serve_url: str, data: bytes, **fields) -> httpx.Response:
-    return httpx.post(f"{serve_url}/v1/idphoto", files={"image": ("a.png", data, "image/png")}, data=fields, timeout=120)
+    return httpx.post(
+        f"{serve_url}/v1/idphoto", files={"image": ("a.png", data, "image/png")}, data=fields, timeout=120
+    )
 
 
 def test_one_inch_photo_has_the_exact_size_dpi_and_background(serve_url, portrait_png):

@@ -14,7 +14,9 @@ pytestmark = pytest.mark.slow
 
 
 def _post(serve_url: str, png: bytes, **fields) -> httpx.Response:
-    return httpx.post(f"{serve_url}/v1/restore", files={"image": ("two.png", png, "image/png")}, data=fields, timeout=120)
+    return httpx.post(
+        f"{serve_url}/v1/restore", files={"image": ("two.png", png, "image/png")}, data=fields, timeout=120
+    )
 
 
 def test_both_faces_change_and_the_background_does_not(serve_url, two_faces, two_faces_png):

@@ -151,7 +151,11 @@ def test_each_api_error_shows_its_message_beside_the_good_photo(page, serve_url,
     page.check('input[name="job"][value="idphoto"]')
     photo, text, large, wall = _run(page, [astronaut_png, text_file, too_large, faceless])
     assert "done" in photo.get_attribute("class")
-    for card, status, code in ((text, 415, "unsupported_image"), (large, 413, "image_too_large"), (wall, 422, "no_face")):
+    for card, status, code in (
+        (text, 415, "unsupported_image"),
+        (large, 413, "image_too_large"),
+        (wall, 422, "no_face"),
+    ):
         assert "failed" in card.get_attribute("class")
         error = card.locator(".card-error")
         assert error.is_visible() and f"HTTP {status} · {code}" in error.inner_text()

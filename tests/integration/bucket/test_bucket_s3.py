@@ -34,13 +34,30 @@ def photo(astronaut_rgb: np.ndarray, index: int) -> bytes:
 
 
 def routes_for(endpoint, bucket_in: str, bucket_out: str) -> list[dict]:
-    store = {"endpoint_url": endpoint.endpoint_url, "region": endpoint.region, "access_key": endpoint.access_key,
-             "secret_key": endpoint.secret_key, "max_attempts": 2}
+    store = {
+        "endpoint_url": endpoint.endpoint_url,
+        "region": endpoint.region,
+        "access_key": endpoint.access_key,
+        "secret_key": endpoint.secret_key,
+        "max_attempts": 2,
+    }
     return [
-        {"name": "restore", "input": f"s3://{bucket_in}/in", "output": f"s3://{bucket_out}/restore", "task": "restore",
-         "suffixes": [], "store": store},
-        {"name": "idphoto", "input": f"s3://{bucket_in}/id", "output": f"s3://{bucket_out}/id", "task": "idphoto",
-         "params": {"spec": "us-passport"}, "store": store},
+        {
+            "name": "restore",
+            "input": f"s3://{bucket_in}/in",
+            "output": f"s3://{bucket_out}/restore",
+            "task": "restore",
+            "suffixes": [],
+            "store": store,
+        },
+        {
+            "name": "idphoto",
+            "input": f"s3://{bucket_in}/id",
+            "output": f"s3://{bucket_out}/id",
+            "task": "idphoto",
+            "params": {"spec": "us-passport"},
+            "store": store,
+        },
     ]
 
 
@@ -132,7 +149,9 @@ def test_twenty_uploads_with_duplicate_and_missing_events_give_one_record_each(
     assert results.exists("a+b c.png") and results.exists("with space/ä 写真.jpg")
 
 
-def test_a_restart_in_the_middle_of_a_batch_still_gives_one_result_each(seaweed_s3, local_backend, job_ctx, astronaut_rgb):
+def test_a_restart_in_the_middle_of_a_batch_still_gives_one_result_each(
+    seaweed_s3, local_backend, job_ctx, astronaut_rgb
+):
     s3 = seaweed_s3.client("s3")
     for bucket in ("restart-in", "restart-out"):
         s3.create_bucket(Bucket=bucket)
@@ -183,8 +202,11 @@ def test_the_sqs_path_deletes_a_message_only_after_its_record_is_written(
         Bucket="aws-in",
         NotificationConfiguration={
             "QueueConfigurations": [
-                {"QueueArn": queue_arn, "Events": ["s3:ObjectCreated:*"],
-                 "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "in/"}]}}}
+                {
+                    "QueueArn": queue_arn,
+                    "Events": ["s3:ObjectCreated:*"],
+                    "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "in/"}]}},
+                }
             ]
         },
     )
@@ -195,8 +217,15 @@ def test_the_sqs_path_deletes_a_message_only_after_its_record_is_written(
         s3.put_object(Bucket="aws-in", Key=f"in/{key}", Body=data)
     s3.put_object(Bucket="aws-in", Key="elsewhere/skip.jpg", Body=b"filtered out by the notification prefix")
 
-    config = SqsConfig(queue_url=queue_url, endpoint_url=moto_server.endpoint_url, region=moto_server.region,
-                       access_key="testing", secret_key="testing", wait_time_s=1, visibility_timeout_s=60)
+    config = SqsConfig(
+        queue_url=queue_url,
+        endpoint_url=moto_server.endpoint_url,
+        region=moto_server.region,
+        access_key="testing",
+        secret_key="testing",
+        wait_time_s=1,
+        visibility_timeout_s=60,
+    )
     worker = worker_for(table, local_backend, job_ctx)
     consumer = SqsConsumer(worker, config)
 
@@ -217,4 +246,9 @@ def test_the_sqs_path_deletes_a_message_only_after_its_record_is_written(
     )["Attributes"]
     assert attributes == {"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0"}
     verdicts = assert_exactly_one_record_each(table, {"restore": keys}, moto_server)
-    assert verdicts == {"one.jpg": "result", "two words.jpg": "result", "ü.jpg": "result", "notes.txt": "unsupported_image"}
+    assert verdicts == {
+        "one.jpg": "result",
+        "two words.jpg": "result",
+        "ü.jpg": "result",
+        "notes.txt": "unsupported_image",
+    }

@@ -23,7 +23,9 @@ def test_default_output_sits_beside_the_input(tmp_path):
 
 
 def test_service_refusals_keep_their_code_and_failures_are_transient():
-    refusal = _remote_error(415, json.dumps({"error": {"code": "unsupported_image", "message": "not an image"}}).encode())
+    refusal = _remote_error(
+        415, json.dumps({"error": {"code": "unsupported_image", "message": "not an image"}}).encode()
+    )
     assert isinstance(refusal, InputError) and (refusal.code, refusal.message) == ("unsupported_image", "not an image")
     assert isinstance(_remote_error(503, b"<html>busy</html>"), ServiceError)
     assert isinstance(_remote_error(429, b"{}"), ServiceError)
@@ -46,8 +48,15 @@ def test_backfill_processes_a_folder_once(tmp_path, local_backend, job_ctx, phot
     source.put("sub/readme.txt", b"not a photo", content_type="text/plain")
 
     def once():
-        return asyncio.run(backfill(str(tmp_path / "in"), "restore", execute=job_executor(local_backend, job_ctx),
-                                    context=job_ctx, params={"format": "png"}))
+        return asyncio.run(
+            backfill(
+                str(tmp_path / "in"),
+                "restore",
+                execute=job_executor(local_backend, job_ctx),
+                context=job_ctx,
+                params={"format": "png"},
+            )
+        )
 
     first = once()
     assert (dict(first.counts), first.ok) == ({"done": 1, "failed": 1}, False)

@@ -25,10 +25,13 @@ def test_shipped_configs_have_valid_runner_settings(name, job_ctx, tmp_path):
 def test_the_local_default_route_is_the_laptop_folder_pair(job_ctx, tmp_path):
     config = yaml.safe_load((REPO_ROOT / "configs" / "local.yaml").read_text(encoding="utf-8"))
     (runner,) = [d for d in config["applications"][0]["deployments"] if d["name"] == "BucketRunner"]
-    (route,) = build_routing_table(RunnerConfig.model_validate(runner["user_config"]).routes, job_ctx,
-                                   base_dir=tmp_path).routes
+    (route,) = build_routing_table(
+        RunnerConfig.model_validate(runner["user_config"]).routes, job_ctx, base_dir=tmp_path
+    ).routes
     assert (route.input.bucket, route.output.bucket, route.poll) == (
-        str(tmp_path / "buckets" / "in"), str(tmp_path / "buckets" / "out"), True
+        str(tmp_path / "buckets" / "in"),
+        str(tmp_path / "buckets" / "out"),
+        True,
     )
 
 

@@ -15,7 +15,9 @@ def route(name="r", input="s3://photos/in", output="s3://results/out", task="res
 
 
 def test_match_finds_the_route_and_the_key_relative_to_its_prefix(job_ctx):
-    table = build_routing_table([route(), route("id", input="s3://photos/id", output="s3://results/id", task="idphoto")], job_ctx)
+    table = build_routing_table(
+        [route(), route("id", input="s3://photos/id", output="s3://results/id", task="idphoto")], job_ctx
+    )
     (match,) = table.match("photos", "in/sub/Cat.JPG")
     assert (match.route.name, match.key) == ("r", "sub/Cat.JPG")
     assert [m.route.name for m in table.match("photos", "id/a.png")] == ["id"]
@@ -33,8 +35,10 @@ def test_one_upload_may_fan_out_to_several_routes(job_ctx):
 
 def test_local_folders_match_events_by_folder_name_or_event_bucket(job_ctx, tmp_path):
     table = build_routing_table(
-        [route(input=str(tmp_path / "in"), output=str(tmp_path / "out")),
-         route("other", input="drop", output="done", event_bucket="uploads")],
+        [
+            route(input=str(tmp_path / "in"), output=str(tmp_path / "out")),
+            route("other", input="drop", output="done", event_bucket="uploads"),
+        ],
         job_ctx,
         base_dir=tmp_path,
     )
@@ -104,5 +108,7 @@ def test_unknown_route_fields_are_refused():
 
 
 def test_store_secrets_stay_out_of_reprs(job_ctx):
-    (r,) = build_routing_table([route(store={"endpoint_url": "http://127.0.0.1:9000", "secret_key": "s3cr3t"})], job_ctx).routes
+    (r,) = build_routing_table(
+        [route(store={"endpoint_url": "http://127.0.0.1:9000", "secret_key": "s3cr3t"})], job_ctx
+    ).routes
     assert r.store.secret_key == "s3cr3t" and "s3cr3t" not in repr(r)

@@ -65,8 +65,16 @@ def folders(tmp_path):
 
 def make_worker(tmp_path, backend, ctx: JobContext, *, task="restore", params=None, **options) -> BucketWorker:
     table = build_routing_table(
-        [{"name": "r", "input": str(tmp_path / "in"), "output": str(tmp_path / "out"), "task": task,
-          "params": params or {}, "suffixes": []}],
+        [
+            {
+                "name": "r",
+                "input": str(tmp_path / "in"),
+                "output": str(tmp_path / "out"),
+                "task": task,
+                "params": params or {},
+                "suffixes": [],
+            }
+        ],
         ctx,
     )
     options.setdefault("retry", FAST_RETRY)
@@ -87,8 +95,12 @@ def test_a_photo_gets_its_result_and_metadata(folders, local_backend, job_ctx, p
     assert out.head("trip/Me 1.jpg").content_type == "image/jpeg"
     record = json.loads(out.get("trip/Me 1.json", max_bytes=1 << 20).data)
     assert record["source"] == {
-        "bucket": str(tmp / "in"), "key": "trip/Me 1.jpg", "etag": info.etag, "version_id": None,
-        "size_bytes": len(photo_jpeg), "last_modified": record["source"]["last_modified"],
+        "bucket": str(tmp / "in"),
+        "key": "trip/Me 1.jpg",
+        "etag": info.etag,
+        "version_id": None,
+        "size_bytes": len(photo_jpeg),
+        "last_modified": record["source"]["last_modified"],
     }
     assert (record["route"], record["task"], record["result_key"]) == ("r", "restore", "trip/Me 1.jpg")
     assert record["params"]["model"] == "gpen-bfr-512"
@@ -148,7 +160,9 @@ def test_caller_faults_write_an_error_record_once(
     folders, local_backend, job_ctx, photo_jpeg, faceless_png, key, payload, task, metadata, code
 ):
     source, out, tmp = folders
-    data = {"truncated": photo_jpeg[: len(photo_jpeg) // 3], "faceless": faceless_png, "photo": photo_jpeg}.get(payload, payload)
+    data = {"truncated": photo_jpeg[: len(photo_jpeg) // 3], "faceless": faceless_png, "photo": photo_jpeg}.get(
+        payload, payload
+    )
     info = source.put(key, data, content_type="application/octet-stream", metadata=metadata)
     worker = make_worker(tmp, local_backend, job_ctx, task=task)
     route = worker.table.routes[0]
@@ -157,7 +171,7 @@ def test_caller_faults_write_an_error_record_once(
     record = json.loads(out.get(f"_errors/{key}.json", max_bytes=1 << 20).data)
     assert (record["kind"], record["error"]["code"], record["source"]["etag"]) == ("error", code, info.etag)
     assert record["error"]["message"]
-    assert [i.key for i in out.list()] == [f"_errors/{key}"  + ".json"]
+    assert [i.key for i in out.list()] == [f"_errors/{key}" + ".json"]
     assert run(worker.process_object(route, key)).status is Status.SKIPPED
 
 
@@ -180,7 +194,9 @@ def test_transient_failures_are_retried_with_backoff(folders, local_backend, job
     assert json.loads(out.get("a.json", max_bytes=1 << 20).data)["attempts"] == 3
 
 
-def test_lasting_failures_write_nothing_and_the_reconciler_finishes_the_job(folders, local_backend, job_ctx, photo_jpeg):
+def test_lasting_failures_write_nothing_and_the_reconciler_finishes_the_job(
+    folders, local_backend, job_ctx, photo_jpeg
+):
     source, out, tmp = folders
     source.put("a.jpg", photo_jpeg, content_type="image/jpeg")
     down = make_worker(tmp, FlakyBackend(local_backend, failures=100), job_ctx)
@@ -233,7 +249,8 @@ def test_two_sources_with_one_stem_do_not_overwrite_each_other(folders, local_ba
     worker = make_worker(tmp, local_backend, job_ctx)
     outcomes = run(worker.reconcile(worker.table.routes[0]))
     assert sorted((o.key, o.status, o.code) for o in outcomes) == [
-        ("a.jpg", Status.DONE, None), ("a.png", Status.FAILED, "result_collision")
+        ("a.jpg", Status.DONE, None),
+        ("a.png", Status.FAILED, "result_collision"),
     ]
     again = make_worker(tmp, local_backend, job_ctx)
     assert {o.status for o in run(again.reconcile(again.table.routes[0]))} == {Status.SKIPPED}

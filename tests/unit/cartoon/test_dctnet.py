@@ -200,8 +200,11 @@ def eps_graph(eps: float, extra_add: bool = False) -> GraphDef:
         GraphNode("slope", "RealDiv", ("cov", "add"), {}),
     ]
     if extra_add:
-        nodes += [GraphNode("add_9/y", "Const", (), value), GraphNode("add_9", "AddV2", ("x", "add_9/y"), {}),
-                  GraphNode("div_9", "RealDiv", ("y", "add_9"), {})]
+        nodes += [
+            GraphNode("add_9/y", "Const", (), value),
+            GraphNode("add_9", "AddV2", ("x", "add_9/y"), {}),
+            GraphNode("div_9", "RealDiv", ("y", "add_9"), {}),
+        ]
     return GraphDef(tuple(nodes))
 
 

@@ -108,7 +108,9 @@ def test_pull_refuses_a_file_whose_hash_differs(tmp_path, source_file):
 
 
 def test_pull_without_internet_says_how_to_place_the_file_by_hand(tmp_path):
-    manifest = load_manifest(_write_manifest(tmp_path, url=(tmp_path / "absent.pth").as_uri(), sha256=None, size_bytes=None))
+    manifest = load_manifest(
+        _write_manifest(tmp_path, url=(tmp_path / "absent.pth").as_uri(), sha256=None, size_bytes=None)
+    )
     with pytest.raises(ModelUnavailable, match="copy the file"):
         ModelStore(tmp_path / "store", manifest).pull(["toy"])
 

@@ -38,7 +38,18 @@ def test_relative_and_home_paths_become_absolute(monkeypatch: pytest.MonkeyPatch
 
 @pytest.mark.parametrize(
     "uri",
-    ["", "s3://", "s3://Up", "s3://ab", "s3://b_x/p", "s3://photos/../x", "gs://p", "http://h/x", "file://host/x", "file:rel"],
+    [
+        "",
+        "s3://",
+        "s3://Up",
+        "s3://ab",
+        "s3://b_x/p",
+        "s3://photos/../x",
+        "gs://p",
+        "http://h/x",
+        "file://host/x",
+        "file:rel",
+    ],
 )
 def test_parse_location_refuses(uri: str) -> None:
     with pytest.raises(InvalidParameter):

@@ -68,7 +68,11 @@ def test_client_errors_map_to_one_exception_each(
     error = raised.value
     assert type(error) is expected
     assert (error.key, error.bucket, error.status, error.request_id, error.s3_code) == (
-        "a b.jpg", "photos", status, "REQ123", s3_code
+        "a b.jpg",
+        "photos",
+        status,
+        "REQ123",
+        s3_code,
     )
     assert error.details["request_id"] == "REQ123"
     assert isinstance(error.__cause__, botocore.exceptions.ClientError)
