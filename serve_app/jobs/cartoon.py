@@ -7,9 +7,8 @@ import asyncio
 from deployments.cartoon.compose import compose_cartoon, prepare_background
 from deployments.cartoon.params import CartoonParams
 from deployments.cartoon.types import StyleJob
-from deployments.common.image import MEDIA_TYPES
 from serve_app.jobs.restore import align_all
-from serve_app.jobs.results import JobResult, build_meta, encode_like_source, engine_summary, output_format
+from serve_app.jobs.results import JobResult, encode_job_result
 from serve_app.service import Backend, Limits, Timings, decode_upload
 
 HEAD_TEMPLATE = "dctnet-288"
@@ -33,20 +32,7 @@ async def cartoonize_photo(backend: Backend, data: bytes, params: CartoonParams,
     pasted = [(head.image, face.matrix) for face, head in zip(aligned, heads) if head.image is not None]
     with timings.stage("compose"):
         result = await asyncio.to_thread(compose_cartoon, background.image, prepared, pasted)
-    fmt = output_format(params.format, source)
-    with timings.stage("encode"):
-        body = await asyncio.to_thread(encode_like_source, result, fmt, source)
     engines = [background.engine] + [head.engine for head in heads if head.image is not None]
-    engine, weights = engine_summary(engines, fallback="none")
-    meta = build_meta(
-        "cartoon",
-        params,
-        engine,
-        weights,
-        faces=len(pasted),
-        size_wh=(result.shape[1], result.shape[0]),
-        media_type=MEDIA_TYPES[fmt],
-        body=body,
-        timings_ms=timings.ms,
+    return await encode_job_result(
+        "cartoon", params, source, result, engines, faces=len(pasted), timings=timings, fallback_engine="none"
     )
-    return JobResult(body=body, media_type=MEDIA_TYPES[fmt], meta=meta)

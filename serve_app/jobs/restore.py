@@ -7,14 +7,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from deployments.common.image import MEDIA_TYPES, DecodedImage
+from deployments.common.image import DecodedImage
 from deployments.common.upscale import upscale_image
 from deployments.faces.align import AlignedFace, align_face, rescale_crop_matrix
 from deployments.faces.paste import paste_back
 from deployments.faces.types import Face
 from deployments.restore.params import RestoreParams
 from deployments.restore.types import RestoredFace
-from serve_app.jobs.results import JobResult, build_meta, encode_like_source, engine_summary, output_format, png_b64
+from serve_app.jobs.results import JobResult, encode_job_result, png_b64
 from serve_app.service import Backend, Limits, Timings, decode_upload
 
 
@@ -60,25 +60,20 @@ async def restore_photo(backend: Backend, data: bytes, params: RestoreParams, li
         )
     with timings.stage("paste"):
         result = await asyncio.to_thread(composite, source.rgb, aligned, restored, params)
-    fmt = output_format(params.format, source)
-    with timings.stage("encode"):
-        body = await asyncio.to_thread(encode_like_source, result, fmt, source)
-    engine, weights = engine_summary([face.engine for face in restored], fallback="none (no face found)")
-    meta = build_meta(
-        "restore",
-        params,
-        engine,
-        weights,
-        faces=len(chosen),
-        size_wh=(result.shape[1], result.shape[0]),
-        media_type=MEDIA_TYPES[fmt],
-        body=body,
-        timings_ms=timings.ms,
-    )
     attachments = {}
     if params.return_ == "json":
         attachments["faces"] = [
             {"box": list(face.box), "before_png_b64": png_b64(a.crop), "after_png_b64": png_b64(r.crop)}
             for face, a, r in zip(chosen, aligned, restored)
         ]
-    return JobResult(body=body, media_type=MEDIA_TYPES[fmt], meta=meta, attachments=attachments)
+    return await encode_job_result(
+        "restore",
+        params,
+        source,
+        result,
+        [face.engine for face in restored],
+        faces=len(chosen),
+        timings=timings,
+        fallback_engine="none (no face found)",
+        attachments=attachments,
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from dataclasses import dataclass, field
 from typing import Any
@@ -9,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from deployments.common.engine import EngineInfo
-from deployments.common.image import DecodedImage, encode_image, resize_alpha
+from deployments.common.image import MEDIA_TYPES, DecodedImage, encode_image, resize_alpha
 from serve_app.schemas import ResultMeta, WeightsOut
-from serve_app.service import SERVICE_VERSION
+from serve_app.service import SERVICE_VERSION, Timings
 
 
 @dataclass(frozen=True)
@@ -103,3 +104,34 @@ def build_meta(
         report=report,
         version=SERVICE_VERSION,
     )
+
+
+async def encode_job_result(
+    job: str,
+    params: Any,
+    source: DecodedImage,
+    rgb: np.ndarray,
+    engines: list[EngineInfo],
+    *,
+    faces: int,
+    timings: Timings,
+    fallback_engine: str,
+    attachments: dict[str, Any] | None = None,
+) -> JobResult:
+    """The last step of the image-to-image jobs: encode like the source (in a worker thread) and describe it."""
+    fmt = output_format(params.format, source)
+    with timings.stage("encode"):
+        body = await asyncio.to_thread(encode_like_source, rgb, fmt, source)
+    engine, weights = engine_summary(engines, fallback=fallback_engine)
+    meta = build_meta(
+        job,
+        params,
+        engine,
+        weights,
+        faces=faces,
+        size_wh=(rgb.shape[1], rgb.shape[0]),
+        media_type=MEDIA_TYPES[fmt],
+        body=body,
+        timings_ms=timings.ms,
+    )
+    return JobResult(body=body, media_type=MEDIA_TYPES[fmt], meta=meta, attachments=attachments or {})
