@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from deployments.common.errors import InvalidParameter
+from deployments.common.image import require_image
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ DEFAULT_OPTIONS = ClassicCartoonOptions()
 
 def cartoonize_classic(image_rgb: np.ndarray, options: ClassicCartoonOptions = DEFAULT_OPTIONS) -> np.ndarray:
     """Cartoon-like rendering of an HxWx3 uint8 RGB image: smoothed, posterized in CIELAB, with dark line art."""
-    _check_image(image_rgb)
+    require_image(image_rgb, what="cartoon input", min_side_px=3)
     smoothed = smooth_preserving_edges(np.ascontiguousarray(image_rgb), options)
     lab = cv2.cvtColor(smoothed, cv2.COLOR_RGB2Lab)
     flat_rgb = cv2.cvtColor(quantize_lab(lab, options), cv2.COLOR_Lab2RGB)
@@ -88,12 +88,3 @@ def detect_lines(lightness: np.ndarray, options: ClassicCartoonOptions) -> np.nd
         denoised, 255, cv2.ADAPTIVE_THRESH_MEAN_C, cv2.THRESH_BINARY, options.line_block_px, options.line_offset
     )
     return above == 0
-
-
-def _check_image(image_rgb: np.ndarray) -> None:
-    if not isinstance(image_rgb, np.ndarray) or image_rgb.ndim != 3 or image_rgb.shape[2] != 3:
-        raise InvalidParameter(f"expected an HxWx3 RGB image, got {getattr(image_rgb, 'shape', type(image_rgb))}")
-    if image_rgb.dtype != np.uint8:
-        raise InvalidParameter(f"expected uint8 pixels, got {image_rgb.dtype}")
-    if min(image_rgb.shape[:2]) < 3:
-        raise InvalidParameter(f"image too small for the classic cartoon engine: {image_rgb.shape[:2]}")

@@ -31,6 +31,7 @@ from torch import nn
 
 from deployments.cartoon.graphdef import GraphDef, read_graph
 from deployments.common.errors import InvalidParameter, ModelUnavailable
+from deployments.common.image import require_image
 
 logger = logging.getLogger(__name__)
 
@@ -201,7 +202,8 @@ class DctNet:
 
     def __call__(self, image_bgr: np.ndarray) -> np.ndarray:
         """What the official graph returns for one HxWx3 uint8 BGR image (H, W multiples of 4)."""
-        _check_image(image_bgr)
+        require_image(image_bgr, what="DCT-Net input (BGR)")
+        _check_size(*image_bgr.shape[:2])
         batch = torch.from_numpy(np.ascontiguousarray(image_bgr)).permute(2, 0, 1)[None].to(self.device, torch.float32)
         return np.ascontiguousarray(self.forward_batch(batch)[0].permute(1, 2, 0).cpu().numpy())
 
@@ -217,14 +219,6 @@ class DctNet:
         _check_size(*images_bgr.shape[-2:])
         with torch.inference_mode():
             return self.graph(images_bgr)
-
-
-def _check_image(image_bgr: np.ndarray) -> None:
-    if not isinstance(image_bgr, np.ndarray) or image_bgr.ndim != 3 or image_bgr.shape[2] != 3:
-        raise InvalidParameter(f"DCT-Net expects an HxWx3 image, got {getattr(image_bgr, 'shape', type(image_bgr))}")
-    if image_bgr.dtype != np.uint8:
-        raise InvalidParameter(f"DCT-Net expects uint8 pixels, got {image_bgr.dtype}")
-    _check_size(*image_bgr.shape[:2])
 
 
 def _check_size(height_px: int, width_px: int) -> None:

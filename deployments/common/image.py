@@ -209,9 +209,19 @@ def encode_image(
     return buffer.getvalue()
 
 
+def require_image(image: object, *, what: str = "image", min_side_px: int = 1) -> None:
+    """Refuse anything that is not the image contract (HxWx3 uint8), with a message naming ``what`` was wrong."""
+    shape = getattr(image, "shape", None)
+    if not isinstance(image, np.ndarray) or image.ndim != 3 or image.shape[2] != 3:
+        raise InvalidParameter(f"{what}: expected an HxWx3 uint8 array, got shape {shape} ({type(image).__name__})")
+    if image.dtype != np.uint8:
+        raise InvalidParameter(f"{what}: expected uint8 pixels, got {image.dtype}")
+    if min(image.shape[:2]) < min_side_px:
+        raise InvalidParameter(f"{what}: {image.shape[1]}x{image.shape[0]} is smaller than {min_side_px} px a side")
+
+
 def _from_contract(rgb: np.ndarray, alpha: np.ndarray | None) -> Image.Image:
-    if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
-        raise InvalidParameter(f"expected an HxWx3 uint8 RGB image, got {rgb.dtype} {rgb.shape}")
+    require_image(rgb)
     if alpha is None:
         return Image.fromarray(np.ascontiguousarray(rgb), "RGB")
     if alpha.shape != rgb.shape[:2]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from deployments.common.errors import InvalidParameter
+from deployments.common.image import require_image
 from deployments.faces.detect import DetectionParams, FaceDetector
 from deployments.faces.landmarks import FaceMesh
 from deployments.faces.types import Face
@@ -67,7 +68,7 @@ class FaceAnalyzerEngine:
 
     def analyze(self, image_rgb: np.ndarray) -> list[Face]:
         """Faces sorted by box area, largest first (the main subject leads); ``[]`` when there is none."""
-        _check_image(image_rgb)
+        require_image(image_rgb, what="face analysis input", min_side_px=8)
         image_rgb = np.ascontiguousarray(image_rgb)
         detections = self.detector.detect(image_rgb, self.config.detection_params())
         faces = []
@@ -93,12 +94,3 @@ class FaceAnalyzerEngine:
     def analyze_batch(self, images_rgb: Sequence[np.ndarray]) -> list[list[Face]]:
         """One face list per image, in order."""
         return [self.analyze(image) for image in images_rgb]
-
-
-def _check_image(image_rgb: np.ndarray) -> None:
-    if not isinstance(image_rgb, np.ndarray) or image_rgb.ndim != 3 or image_rgb.shape[2] != 3:
-        raise InvalidParameter(f"image must be an HxWx3 RGB array, got {getattr(image_rgb, 'shape', type(image_rgb))}")
-    if image_rgb.dtype != np.uint8:
-        raise InvalidParameter(f"image must be uint8, got {image_rgb.dtype}")
-    if min(image_rgb.shape[:2]) < 8:
-        raise InvalidParameter(f"image too small for face analysis: {image_rgb.shape[1]}x{image_rgb.shape[0]}")

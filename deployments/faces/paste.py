@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 
 from deployments.common.errors import InvalidParameter
+from deployments.common.image import require_image
 
 DEFAULT_FEATHER_FRAC = 0.06  # of the crop side: wide enough to hide the seam, narrow enough to keep the face
 ALLOWED_UPSCALES = (1, 2, 4)
@@ -53,8 +54,7 @@ def paste_back(
         raise InvalidParameter(f"blend must be within 0..1, got {blend}")
     if upscale not in ALLOWED_UPSCALES:
         raise InvalidParameter(f"upscale must be one of {ALLOWED_UPSCALES}, got {upscale}")
-    if image_rgb.ndim != 3 or image_rgb.shape[2] != 3 or image_rgb.dtype != np.uint8:
-        raise InvalidParameter(f"image must be HxWx3 uint8 RGB, got {image_rgb.shape} {image_rgb.dtype}")
+    require_image(image_rgb, what="paste-back base image")
     if mask is not None and (mask.ndim != 2 or mask.shape[0] != mask.shape[1]):
         raise InvalidParameter(f"mask must be a square HxW float array, got {mask.shape}")
     result = image_rgb.copy()
@@ -62,8 +62,9 @@ def paste_back(
         return result
     height, width = result.shape[:2]
     for crop, matrix in crops_with_matrices:
-        if crop.ndim != 3 or crop.shape[2] != 3 or crop.shape[0] != crop.shape[1] or crop.dtype != np.uint8:
-            raise InvalidParameter(f"crops must be square SxSx3 uint8 RGB, got {crop.shape} {crop.dtype}")
+        require_image(crop, what="pasted crop")
+        if crop.shape[0] != crop.shape[1]:
+            raise InvalidParameter(f"pasted crops must be square, got {crop.shape[1]}x{crop.shape[0]}")
         crop_mask = _crop_mask(crop.shape[0], feather_px, mask)
         _paste_one(result, crop, crop_mask, _crop_to_output(matrix, upscale), blend, width, height)
     return result

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from deployments.common.errors import InvalidParameter, NoFaceFound, NotCompliant
+from deployments.common.image import require_image
 from deployments.faces.types import Face
 from deployments.idphoto.background import composite, render_background
 from deployments.idphoto.geometry import Framing, plan_framing, warp_to_output
@@ -77,8 +78,7 @@ def make_id_photo(
 
     ``matte_source`` is the matter (segmentation runs here) or a :class:`LowResMatte` computed in a batch earlier.
     """
-    if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
-        raise InvalidParameter(f"expected an HxWx3 uint8 RGB image, got {rgb.dtype} {rgb.shape}")
+    require_image(rgb)
     if not faces:
         raise NoFaceFound("no face found: an ID photo needs one face looking at the camera", details={"face_count": 0})
     timings: dict[str, float] = {}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from deployments.common.errors import InvalidParameter
+from deployments.common.image import require_image
 
 BILATERAL_DIAMETER_PX = 7
 BILATERAL_SIGMA_COLOR = 35.0
@@ -27,10 +27,7 @@ UNSHARP_THRESHOLD_LEVELS = 2.0
 
 def restore_face_classic(crop: np.ndarray) -> np.ndarray:
     """Denoise then sharpen one face crop: HxWx3 uint8 RGB in, same shape and dtype out."""
-    if not isinstance(crop, np.ndarray) or crop.dtype != np.uint8 or crop.ndim != 3 or crop.shape[2] != 3:
-        raise InvalidParameter(
-            f"expected an HxWx3 uint8 RGB crop, got {getattr(crop, 'shape', None)} {getattr(crop, 'dtype', None)}"
-        )
+    require_image(crop, what="face crop")
     denoised = cv2.bilateralFilter(
         np.ascontiguousarray(crop), BILATERAL_DIAMETER_PX, BILATERAL_SIGMA_COLOR, BILATERAL_SIGMA_SPACE_PX
     )

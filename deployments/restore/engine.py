@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from deployments.common.errors import InvalidParameter
+from deployments.common.image import require_image
 from deployments.restore.gpen import GpenGenerator
 
 AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -25,11 +26,7 @@ def faces_to_tensor(crops: list[np.ndarray], size: int) -> torch.Tensor:
         return torch.empty((0, 3, size, size), dtype=torch.float32)
     batch = np.empty((len(crops), size, size, 3), dtype=np.uint8)
     for index, crop in enumerate(crops):
-        if not isinstance(crop, np.ndarray) or crop.dtype != np.uint8 or crop.ndim != 3 or crop.shape[2] != 3:
-            raise InvalidParameter(
-                f"crop {index}: expected HxWx3 uint8 RGB, got {getattr(crop, 'shape', None)} "
-                f"{getattr(crop, 'dtype', None)}"
-            )
+        require_image(crop, what=f"crop {index}")
         batch[index] = crop if crop.shape[:2] == (size, size) else cv2.resize(crop, (size, size))
     tensor = torch.from_numpy(batch) / 255.0
     tensor = (tensor - 0.5) / 0.5

@@ -15,9 +15,10 @@ from deployments.common.errors import (
     ImageTooLarge,
     ImageTooManyPixels,
     InputError,
+    InvalidParameter,
     UnsupportedImage,
 )
-from deployments.common.image import decode_image, encode_image, resize_alpha
+from deployments.common.image import decode_image, encode_image, require_image, resize_alpha
 
 
 def _save(image: Image.Image, fmt: str, **options) -> bytes:
@@ -176,3 +177,17 @@ def test_jpeg_of_pure_noise_at_quality_100_encodes():
     noise = np.random.default_rng(0).integers(0, 256, (300, 300, 3), dtype=np.uint8)
     data = encode_image(noise, "jpeg", quality=100, subsampling="4:4:4")
     assert Image.open(io.BytesIO(data)).size == (300, 300)
+
+
+@pytest.mark.parametrize(
+    "image, problem",
+    [
+        (np.zeros((8, 8), np.uint8), "HxWx3"),
+        (np.zeros((8, 8, 3), np.float32), "uint8"),
+        (np.zeros((2, 8, 3), np.uint8), "smaller than 4 px"),
+        ("not an array", "HxWx3"),
+    ],
+)
+def test_require_image_names_what_is_wrong(image, problem):
+    with pytest.raises(InvalidParameter, match=problem):
+        require_image(image, what="test input", min_side_px=4)
