@@ -14,6 +14,7 @@ values in the job outcomes, not exceptions; they become errors only where a requ
     │   ├── NoFaceFound             422 no_face
     │   └── NotCompliant            422 not_compliant
     └── ServiceError (5xx: our side)
+        ├── InternalError           500 internal_error   (our own consistency checks: a bug, never the caller's fault)
         ├── ModelUnavailable        503 model_unavailable
         ├── Overloaded              503 overloaded
         └── StorageError            502 storage_error
@@ -84,6 +85,13 @@ class NotCompliant(InputError):
 
 class ServiceError(PortraitError):
     code = "service_error"
+    http_status = 500
+
+
+class InternalError(ServiceError):
+    """A consistency check in our own code failed: reported as 500 with the request id, retried by the bucket runner."""
+
+    code = "internal_error"
     http_status = 500
 
 
