@@ -15,13 +15,13 @@ from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle
 
 from deployments.cartoon.types import StyleJob, Stylized
+from deployments.common.deployment import record_job
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter, Overloaded
 from deployments.common.weights import ModelSpec
 from deployments.faces.types import Face
 from deployments.idphoto.matte import LowResMatte
 from deployments.restore.types import RestoredFace
-from serve_app.metrics import record_job
 from serve_app.service import matte_engine_info, restore_template_for
 
 logger = logging.getLogger(__name__)

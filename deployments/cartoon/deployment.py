@@ -12,10 +12,17 @@ from ray import serve
 from deployments.cartoon.engine import CartoonEngine, ModelKind
 from deployments.cartoon.styles import cartoon_styles
 from deployments.cartoon.types import StyleJob, Stylized
+from deployments.common.deployment import (
+    BatchConfig,
+    apply_batch_config,
+    gpu_facts,
+    options_from,
+    record_batch,
+    replica_facts,
+    torch_threads,
+)
+from deployments.common.settings import get_model_settings
 from deployments.common.torch_device import DeviceOptions
-from serve_app.metrics import record_batch
-from serve_app.replica import BatchConfig, apply_batch_config, gpu_facts, options_from, replica_facts, torch_threads
-from serve_app.settings import get_settings
 
 PROBE_IMAGE = np.full((16, 16, 3), 128, np.uint8)
 
@@ -25,7 +32,7 @@ class Cartoonizer:
     def __init__(self, kind: ModelKind) -> None:
         torch_threads(1)
         self._kind = kind
-        self._store = get_settings().open_model_store()
+        self._store = get_model_settings().open_model_store()
         self._styles = cartoon_styles(self._store.manifest)
         self._engine = CartoonEngine(kind, self._styles, self._store)
         self._batch = BatchConfig()

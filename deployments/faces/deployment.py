@@ -9,11 +9,18 @@ from typing import Any
 import numpy as np
 from ray import serve
 
+from deployments.common.deployment import (
+    BatchConfig,
+    apply_batch_config,
+    limit_cpu_threads,
+    options_from,
+    record_batch,
+    record_faces,
+    replica_facts,
+)
+from deployments.common.settings import get_model_settings
 from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalyzerEngine
 from deployments.faces.types import Face
-from serve_app.metrics import record_batch, record_faces
-from serve_app.replica import BatchConfig, apply_batch_config, limit_cpu_threads, options_from, replica_facts
-from serve_app.settings import get_settings
 
 FACE_MODELS = ("face-detect-short", "face-detect-full", "face-mesh")
 PROBE_IMAGE = np.full((64, 64, 3), 128, np.uint8)
@@ -23,7 +30,7 @@ PROBE_IMAGE = np.full((64, 64, 3), 128, np.uint8)
 class FaceAnalyzer:
     def __init__(self) -> None:
         limit_cpu_threads(1)
-        store = get_settings().open_model_store()
+        store = get_model_settings().open_model_store()
         self._statuses = [store.status(name) for name in FACE_MODELS]
         self._models_dir = store.resolve("face-detect-short").parent
         self._engine = FaceAnalyzerEngine(self._models_dir, FaceAnalysisConfig(num_threads=1))

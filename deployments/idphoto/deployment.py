@@ -12,12 +12,17 @@ from typing import Any
 import numpy as np
 from ray import serve
 
+from deployments.common.deployment import (
+    BatchConfig,
+    apply_batch_config,
+    limit_cpu_threads,
+    record_batch,
+    replica_facts,
+)
 from deployments.common.errors import InvalidParameter
+from deployments.common.settings import get_model_settings
 from deployments.idphoto.matte import MATTE_MODEL, LowResMatte
 from deployments.idphoto.matte import PortraitMatter as PortraitMatterEngine
-from serve_app.metrics import record_batch
-from serve_app.replica import BatchConfig, apply_batch_config, limit_cpu_threads, replica_facts
-from serve_app.settings import get_settings
 
 PROBE_IMAGE = np.full((64, 64, 3), 128, np.uint8)
 
@@ -26,7 +31,7 @@ PROBE_IMAGE = np.full((64, 64, 3), 128, np.uint8)
 class PortraitMatter:
     def __init__(self) -> None:
         limit_cpu_threads(1)
-        store = get_settings().open_model_store()
+        store = get_model_settings().open_model_store()
         self._status = store.status(MATTE_MODEL)
         self._engine = PortraitMatterEngine(store.resolve(MATTE_MODEL).parent, num_threads=1)
         self._batch = BatchConfig()

@@ -9,11 +9,18 @@ from typing import Any
 import numpy as np
 from ray import serve
 
+from deployments.common.deployment import (
+    BatchConfig,
+    apply_batch_config,
+    gpu_facts,
+    options_from,
+    record_batch,
+    replica_facts,
+    torch_threads,
+)
+from deployments.common.settings import get_model_settings
 from deployments.restore.restorer import FaceRestorerEngine, RestorerOptions
 from deployments.restore.types import RestoredFace
-from serve_app.metrics import record_batch
-from serve_app.replica import BatchConfig, apply_batch_config, gpu_facts, options_from, replica_facts, torch_threads
-from serve_app.settings import get_settings
 
 
 @serve.deployment(name="FaceRestorer")
@@ -21,7 +28,7 @@ class FaceRestorer:
     def __init__(self, model_name: str) -> None:
         torch_threads(1)
         self._model_name = model_name
-        self._store = get_settings().open_model_store()
+        self._store = get_model_settings().open_model_store()
         self._engine = FaceRestorerEngine(model_name, self._store)
         self._batch = BatchConfig()
 

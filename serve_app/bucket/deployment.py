@@ -24,6 +24,7 @@ from ray import serve
 from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError
 
+from deployments.common.deployment import record_event_lag
 from deployments.common.errors import InvalidParameter
 from serve_app.bucket.events import ObjectEvent
 from serve_app.bucket.routing import build_routing_table
@@ -39,7 +40,6 @@ from serve_app.bucket.runner import (
 )
 from serve_app.handles import HandleBackend
 from serve_app.jobs import job_context
-from serve_app.metrics import record_event_lag
 from serve_app.settings import get_settings
 
 logger = logging.getLogger(__name__)
