@@ -33,7 +33,6 @@ except PackageNotFoundError:
 
 
 GPEN_TEMPLATE_SIZES = (256, 512, 1024)
-MATTE_ENGINE = "selfie-segmentation+guided-filter"
 
 
 def restore_template_for(size_px: int) -> str:
@@ -44,7 +43,7 @@ def restore_template_for(size_px: int) -> str:
 def matte_engine_info(manifest: Mapping[str, ModelSpec]) -> EngineInfo:
     """The segmentation engine behind ``Backend.segment_portrait``, as results report it."""
     spec = manifest[MATTE_MODEL]
-    return EngineInfo(MATTE_ENGINE, neural=True, weights=spec.name, sha256=spec.sha256)
+    return EngineInfo(spec.engine, neural=True, weights=spec.name, sha256=spec.sha256)
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ class CartoonEngine:
                 logger.warning("style %s has no %s weights: %s", name, kind, fallback)
                 self._models[name] = None
                 continue
-            info = EngineInfo.from_weights("dctnet", store.status(model_name))
+            info = EngineInfo.from_weights(store.status(model_name))
             self._models[name] = (load_dctnet(path).to(self.device), info)
 
     @property

@@ -19,9 +19,14 @@ class EngineInfo:
     weights_state: str | None = None
 
     @classmethod
-    def from_weights(cls, engine: str, status: ModelStatus) -> EngineInfo:
+    def from_weights(cls, status: ModelStatus) -> EngineInfo:
+        """The engine a loaded model runs: its label comes from the manifest entry (one source for each fact)."""
         return cls(
-            engine=engine, neural=True, weights=status.spec.name, sha256=status.sha256, weights_state=status.state.value
+            engine=status.spec.engine,
+            neural=True,
+            weights=status.spec.name,
+            sha256=status.sha256,
+            weights_state=status.state.value,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -46,6 +46,7 @@ class ModelSpec:
     name: str
     task: str
     architecture: str
+    engine: str
     file: str
     url: str
     license: str
@@ -100,6 +101,7 @@ def load_manifest(path: str | Path) -> dict[str, ModelSpec]:
                 name=name,
                 task=entry["task"],
                 architecture=entry["architecture"],
+                engine=entry["engine"],
                 file=entry["file"],
                 url=entry["url"],
                 license=entry["license"],

@@ -55,7 +55,7 @@ class FaceAnalyzer:
     async def health(self) -> dict[str, Any]:
         return {
             "status": "ok",
-            "engine": "mediapipe-blazeface+face-mesh",
+            "engine": self._statuses[0].spec.engine,
             "models": [status.to_json() for status in self._statuses],
             "batch": self._batch.model_dump(),
             "analysis": dataclasses.asdict(self._engine.config),

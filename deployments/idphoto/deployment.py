@@ -55,7 +55,7 @@ class PortraitMatter:
     async def health(self) -> dict[str, Any]:
         return {
             "status": "ok",
-            "engine": "mediapipe-selfie-segmentation+guided-filter",
+            "engine": self._status.spec.engine,
             "models": [self._status.to_json()],
             "batch": self._batch.model_dump(),
             **replica_facts(),

@@ -56,7 +56,7 @@ class FaceRestorerEngine:
             model = model.to(memory_format=torch.channels_last)
         self._model = model
         self.size_px = model.config.size
-        self.info = EngineInfo.from_weights("gpen", store.status(model_name))
+        self.info = EngineInfo.from_weights(store.status(model_name))
 
     def probe(self) -> None:
         """Health probe: a one-face forward pass on a GPU (milliseconds there); on a CPU it would cost seconds, so

@@ -21,6 +21,7 @@ def _write_manifest(folder: Path, *, url: str, sha256: str | None, size_bytes: i
             "toy": {
                 "task": "face_restoration",
                 "architecture": "gpen",
+                "engine": "gpen",
                 "file": "toy/toy.pth",
                 "sha256": sha256,
                 "size_bytes": size_bytes,
