@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import logging
 import math
-import pickle
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from deployments.common.errors import InvalidParameter, ModelUnavailable
+from deployments.restore.checkpoint import load_strict, read_state_dict
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +39,6 @@ _LEAKY_GAIN = math.sqrt(2.0)
 _DEMOD_EPS = 1e-8
 _MIN_SIZE_PX = 8
 _MAX_SIZE_PX = 2048
-_MISMATCH_EXAMPLES = 5
 
 
 @dataclass(frozen=True)
@@ -70,11 +68,18 @@ class GpenConfig:
         return self.size.bit_length() - 1
 
     def channels_at(self, resolution_px: int) -> int:
-        """Feature channels at one resolution (the official ``channels`` table, truncation by ``int`` included)."""
-        if resolution_px <= 32:
-            return int(512 * self.narrow)
-        base = {64: 256, 128: 128, 256: 64, 512: 32, 1024: 16, 2048: 8}[resolution_px]
-        return int(base * self.channel_multiplier * self.narrow)
+        return stylegan2_channels(resolution_px, self.channel_multiplier, self.narrow)
+
+
+def stylegan2_channels(resolution_px: int, channel_multiplier: int, narrow: float) -> int:
+    """Feature channels at one resolution: the official StyleGAN2 ``channels`` table, truncation by ``int`` included.
+
+    GPEN and GFPGAN (decoder, and its U-Net with ``narrow / 2``) all size their layers with this table.
+    """
+    if resolution_px <= 32:
+        return int(512 * narrow)
+    base = {64: 256, 128: 128, 256: 64, 512: 32, 1024: 16, 2048: 8}[resolution_px]
+    return int(base * channel_multiplier * narrow)
 
 
 GPEN_VARIANTS: dict[str, GpenConfig] = {
@@ -390,16 +395,14 @@ def load_gpen(
     Any disagreement between file and architecture raises ``ModelUnavailable`` naming the offending keys.
     """
     path = Path(checkpoint_path)
-    state = _read_state_dict(path, map_location)
+    state = read_state_dict(path, map_location, model_name="GPEN", wrapper_keys=("g_ema",))
     if config is None:
         config = _variant_for_size(size) if size is not None else infer_gpen_config(state)
     elif size is not None and size != config.size:
         raise InvalidParameter(f"size={size} contradicts config.size={config.size}")
     with torch.device("meta"):  # no random initialisation: every tensor comes from the file
         model = build_gpen(config)
-    _check_state_dict(model, state, path)
-    model.load_state_dict({key: value.float() for key, value in state.items()}, strict=True, assign=True)
-    model.eval().requires_grad_(False)
+    load_strict(model, state, subject=f"GPEN checkpoint {path} does not match GPEN-{config.size} {config}")
     logger.info("loaded GPEN-%d from %s (%s)", config.size, path, config)
     return model
 
@@ -431,48 +434,3 @@ def _variant_for_size(size: int) -> GpenConfig:
             return config
     known = sorted(c.size for c in GPEN_VARIANTS.values())
     raise InvalidParameter(f"no GPEN variant of size {size}; known sizes {known}")
-
-
-def _read_state_dict(path: Path, map_location: str | torch.device) -> dict[str, torch.Tensor]:
-    """``torch.load`` with ``weights_only=True``, unwrapping ``g_ema``; every failure becomes ``ModelUnavailable``."""
-    if not path.is_file():
-        raise ModelUnavailable(f"GPEN checkpoint not found: {path}")
-    try:
-        loaded: Any = torch.load(path, map_location=map_location, weights_only=True)
-    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as exc:
-        raise ModelUnavailable(f"cannot read GPEN checkpoint {path}: {exc}") from exc
-    if isinstance(loaded, dict) and "g_ema" in loaded:
-        loaded = loaded["g_ema"]
-    if not isinstance(loaded, dict) or not all(
-        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in loaded.items()
-    ):
-        raise ModelUnavailable(f"GPEN checkpoint {path} is not a state dict of named tensors")
-    return loaded
-
-
-def _check_state_dict(model: GpenGenerator, state: dict[str, torch.Tensor], path: Path) -> None:
-    """Raise ``ModelUnavailable`` listing missing, unexpected and mis-shaped keys (first few of each)."""
-    expected = model.state_dict()
-    missing = [key for key in expected if key not in state]
-    unexpected = [key for key in state if key not in expected]
-    mis_shaped = [
-        f"{key}: file {tuple(state[key].shape)} vs model {tuple(value.shape)}"
-        for key, value in expected.items()
-        if key in state and state[key].shape != value.shape
-    ]
-    if not (missing or unexpected or mis_shaped):
-        return
-    parts = []
-    for label, items in (("missing", missing), ("unexpected", unexpected), ("shape mismatches", mis_shaped)):
-        if items:
-            shown = ", ".join(items[:_MISMATCH_EXAMPLES]) + (", ..." if len(items) > _MISMATCH_EXAMPLES else "")
-            parts.append(f"{len(items)} {label} ({shown})")
-    config = model.config
-    raise ModelUnavailable(
-        f"GPEN checkpoint {path} does not match GPEN-{config.size} {config}: " + "; ".join(parts),
-        details={
-            "missing": missing[:_MISMATCH_EXAMPLES],
-            "unexpected": unexpected[:_MISMATCH_EXAMPLES],
-            "shape_mismatches": mis_shaped[:_MISMATCH_EXAMPLES],
-        },
-    )
