@@ -10,8 +10,8 @@ import torch
 from deployments.common.errors import InvalidParameter, ModelUnavailable
 from deployments.restore.gpen import GPEN_VARIANTS, GpenConfig, build_gpen, infer_gpen_config, load_gpen
 from tests.gpen_samples import randomized_gpen
+from tests.key_lists import KEY_LISTS, layout, read_key_list
 
-KEY_LISTS = Path(__file__).resolve().parents[2] / "data" / "gpen"
 # Parameter counts of the official FullGenerator (buffers excluded).
 OFFICIAL_PARAMETERS = {"gpen-bfr-512": 71_005_223, "gpen-bfr-256": 18_879_010}
 # Small enough to run in milliseconds, large enough (64 px) that the channel multiplier shows in the shapes.
@@ -21,20 +21,6 @@ TINY = GpenConfig(size=64, style_dim=32, n_mlp=2, channel_multiplier=1, narrow=1
 @pytest.fixture(scope="module")
 def tiny_model() -> torch.nn.Module:
     return randomized_gpen(TINY)
-
-
-def read_key_list(name: str) -> list[tuple[str, tuple[int, ...]]]:
-    entries = []
-    for line in (KEY_LISTS / f"{name.replace('-', '_')}_keys.txt").read_text().splitlines():
-        if line.startswith("#"):
-            continue
-        key, shape = line.split("\t")
-        entries.append((key, tuple(int(dim) for dim in shape.split(","))))
-    return entries
-
-
-def layout(state: dict[str, torch.Tensor]) -> list[tuple[str, tuple[int, ...]]]:
-    return [(key, tuple(value.shape)) for key, value in state.items()]
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +35,7 @@ def test_official_variant_layout_and_strict_reload(variant: str, tmp_path: Path)
     torch.manual_seed(0)
     model = build_gpen(GPEN_VARIANTS[variant])
     state = model.state_dict()
-    assert layout(state) == read_key_list(variant)
+    assert layout(state) == read_key_list(KEY_LISTS / "gpen" / f"{variant.replace('-', '_')}_keys.txt")
     assert sum(p.numel() for p in model.parameters()) == OFFICIAL_PARAMETERS[variant]
 
     flat, wrapped = tmp_path / "flat.pth", tmp_path / "wrapped.pth"
