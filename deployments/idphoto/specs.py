@@ -38,6 +38,7 @@ class IdSpec:
     background: str
     width_mm: float | None = None
     height_mm: float | None = None
+    aliases: tuple[str, ...] = ()  # other names people write for it (plain-language requests match them)
 
     @property
     def size_mm(self) -> tuple[float, float]:
@@ -61,6 +62,7 @@ class IdSpec:
             "head_height": list(self.head_height),
             "top_margin": list(self.top_margin),
             "background": self.background,
+            "aliases": list(self.aliases),
         }
 
 
@@ -137,6 +139,7 @@ def _spec_from_entry(slug: str, entry: Mapping[str, Any], defaults: Mapping[str,
         background=str(merged.get("background", "white")),
         width_mm=float(width_mm) if width_mm else None,
         height_mm=float(height_mm) if height_mm else None,
+        aliases=tuple(str(alias) for alias in entry.get("aliases", ())),
     )
 
 
