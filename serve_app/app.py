@@ -13,6 +13,7 @@ from deployments.idphoto.deployment import PortraitMatter
 from deployments.restore.deployment import FaceRestorer
 from deployments.restore.params import RESTORE_MODELS
 from serve_app.bucket.deployment import BucketRunner
+from serve_app.handles import Stages
 from serve_app.ingress import Ingress
 
 # Deployment names the Serve YAML configures, one per restoration model.
@@ -34,13 +35,13 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
     restorers = {
         model: FaceRestorer.options(name=RESTORER_DEPLOYMENTS[model]).bind(model) for model in options.restore_models
     }
-    # In the order HandleBackend takes them; the ingress and the bucket runner share the same deployments.
-    stages = (
-        FaceAnalyzer.bind(),
-        PortraitMatter.bind(),
-        restorers,
-        Cartoonizer.options(name="CartoonHead").bind("head"),
-        Cartoonizer.options(name="CartoonBackground").bind("background"),
+    # The ingress and the bucket runner share the same deployments (Serve passes each as its handle).
+    stages = Stages(
+        analyzer=FaceAnalyzer.bind(),
+        matter=PortraitMatter.bind(),
+        restorers=restorers,
+        cartoon_head=Cartoonizer.options(name="CartoonHead").bind("head"),
+        cartoon_background=Cartoonizer.options(name="CartoonBackground").bind("background"),
     )
-    runner = BucketRunner.bind(*stages) if options.bucket_runner else None
-    return Ingress.bind(*stages, bucket_runner=runner)
+    runner = BucketRunner.bind(stages=stages) if options.bucket_runner else None
+    return Ingress.bind(stages=stages, bucket_runner=runner)

@@ -22,12 +22,12 @@ from typing import Any, TextIO
 
 from deployments.common.errors import InputError, InvalidParameter, ServiceError
 from deployments.common.params import JobParams
-from serve_app.bucket.routing import BucketRoute, RoutingTable, StoreOptions, resolve_route
+from serve_app.bucket.routing import BucketRoute, RoutingTable, resolve_route
 from serve_app.bucket.runner import BucketWorker, JobExecutor, ObjectOutcome, Status
 from serve_app.jobs import JobContext
 from serve_app.jobs.results import JobResult
 from serve_app.schemas import ResultMeta
-from storage.base import parse_location
+from storage.base import StoreSettings, parse_location
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ async def backfill(
     context: JobContext,
     params: Mapping[str, Any] | None = None,
     out: str | None = None,
-    store: StoreOptions | None = None,
+    store: StoreSettings | None = None,
     concurrency: int = 4,
     progress: ProgressBar | None = None,
 ) -> BackfillSummary:
@@ -125,7 +125,7 @@ async def backfill(
         task=task,
         params=dict(params or {}),
         suffixes=(),  # every object: what is not an image gets an error record, as in a bucket route
-        store=store or StoreOptions(),
+        store=store or StoreSettings(),
     )
     route = resolve_route(spec, context)
     on_outcome = progress.update if progress else None

@@ -53,9 +53,9 @@ def _process(settings: Settings, args: argparse.Namespace) -> int:
     import asyncio
 
     from serve_app.backfill import ProgressBar, backfill, http_executor
-    from serve_app.bucket.routing import StoreOptions
     from serve_app.bucket.runner import job_executor
     from serve_app.jobs import job_context
+    from storage.base import StoreSettings
 
     context = job_context(settings)
     try:
@@ -74,7 +74,7 @@ def _process(settings: Settings, args: argparse.Namespace) -> int:
                 context=context,
                 params=params,
                 out=args.out,
-                store=StoreOptions(endpoint_url=args.endpoint_url),
+                store=StoreSettings(endpoint_url=args.endpoint_url),
                 concurrency=args.concurrency,
                 progress=ProgressBar(sys.stderr),
             )

@@ -1,4 +1,4 @@
-"""The ``Backend`` of ``serve_app.service`` over DeploymentHandles: what the ingress and the bucket runner share.
+"""The ``Backend`` of ``serve_app.backend`` over DeploymentHandles: what the ingress and the bucket runner share.
 
 Each call is one item of a batched deployment, so concurrent requests (and the faces of one photo, awaited together)
 share forward passes. Imports no torch: records from the model replicas are torch-free.
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,35 +24,44 @@ from deployments.common.weights import ModelSpec
 from deployments.faces.types import Face
 from deployments.idphoto.matte import LowResMatte
 from deployments.restore.types import RestoredFace
-from serve_app.service import matte_engine_info, restore_template_for
+from serve_app.backend import matte_engine_info, restore_template
 
 logger = logging.getLogger(__name__)
 
 
-class HandleBackend:
-    def __init__(
-        self,
-        analyzer: DeploymentHandle,
-        matter: DeploymentHandle,
-        restorers: dict[str, DeploymentHandle],
-        cartoon_head: DeploymentHandle,
-        cartoon_background: DeploymentHandle,
-        manifest: dict[str, ModelSpec],
-    ) -> None:
-        self._analyzer = analyzer
-        self._matter = matter
-        self._cartoon_head = cartoon_head
-        self._cartoon_background = cartoon_background
-        self._restorers = restorers
-        self._restore_sizes = {name: int(manifest[name].args.get("size", 512)) for name in restorers}
-        self._matte_engine = matte_engine_info(manifest)
-        self._probes = {
-            "FaceAnalyzer": analyzer,
-            "PortraitMatter": matter,
-            "CartoonHead": cartoon_head,
-            "CartoonBackground": cartoon_background,
-            **{f"FaceRestorer[{name}]": handle for name, handle in restorers.items()},
+@dataclass(frozen=True)
+class Stages:
+    """The model deployments a job may call, by name. ``build_app`` binds them once and hands the same record to the
+    ingress and the bucket runner (Serve swaps each bound deployment for its handle), so both triggers batch together.
+    """
+
+    analyzer: DeploymentHandle
+    matter: DeploymentHandle
+    restorers: Mapping[str, DeploymentHandle]
+    cartoon_head: DeploymentHandle
+    cartoon_background: DeploymentHandle
+
+    def probes(self) -> dict[str, DeploymentHandle]:
+        """Every deployment ``/healthz`` asks, under the name it reports."""
+        return {
+            "FaceAnalyzer": self.analyzer,
+            "PortraitMatter": self.matter,
+            "CartoonHead": self.cartoon_head,
+            "CartoonBackground": self.cartoon_background,
+            **{f"FaceRestorer[{name}]": handle for name, handle in self.restorers.items()},
         }
+
+
+class HandleBackend:
+    def __init__(self, stages: Stages, manifest: Mapping[str, ModelSpec]) -> None:
+        self._analyzer = stages.analyzer
+        self._matter = stages.matter
+        self._cartoon_head = stages.cartoon_head
+        self._cartoon_background = stages.cartoon_background
+        self._restorers = dict(stages.restorers)
+        self._restore_templates = {name: restore_template(manifest, name) for name in self._restorers}
+        self._matte_engine = matte_engine_info(manifest)
+        self._probes = stages.probes()
 
     async def analyze_faces(self, image: np.ndarray) -> list[Face]:
         return await call_deployment(self._analyzer.analyze, image)
@@ -71,7 +82,8 @@ class HandleBackend:
         return self._matte_engine
 
     def restore_template(self, model: str) -> str:
-        return restore_template_for(self._restore_sizes.get(model, 512))
+        self._pick(self._restorers, model)  # refuses a model not deployed here
+        return self._restore_templates[model]
 
     async def health(self) -> dict[str, dict[str, Any]]:
         names = list(self._probes)
@@ -115,4 +127,5 @@ class BucketRunnerClient:
         self._runner = runner
 
     async def submit(self, events: list) -> int:
-        return await self._runner.submit.remote(list(events))
+        """A full runner queue is our 503 ``Overloaded`` too: MinIO then keeps the events and redelivers them."""
+        return await call_deployment(self._runner.submit, list(events))

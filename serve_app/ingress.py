@@ -10,7 +10,7 @@ from typing import Any
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-from serve_app.handles import BucketRunnerClient, HandleBackend
+from serve_app.handles import BucketRunnerClient, HandleBackend, Stages
 from serve_app.routes import create_api
 from serve_app.settings import get_settings
 
@@ -27,10 +27,9 @@ class IngressBackend(HandleBackend):
 @serve.deployment(name="Ingress")
 @serve.ingress()
 class Ingress:
-    def __init__(self, *stage_handles: Any, bucket_runner: DeploymentHandle | None = None) -> None:
-        """``stage_handles``: the model handles, in the order ``HandleBackend`` takes them (see ``build_app``)."""
+    def __init__(self, stages: Stages, bucket_runner: DeploymentHandle | None = None) -> None:
         self._settings = get_settings()
-        self._backend = IngressBackend(*stage_handles, manifest=self._settings.open_model_store().manifest)
+        self._backend = IngressBackend(stages, manifest=self._settings.open_model_store().manifest)
         self._event_sink = None
         if bucket_runner is not None:
             self._event_sink = BucketRunnerClient(bucket_runner)

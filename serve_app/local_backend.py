@@ -28,7 +28,7 @@ from deployments.idphoto.matte import MATTE_MODEL, LowResMatte, PortraitMatter
 from deployments.restore.params import RESTORE_MODELS
 from deployments.restore.restorer import FaceRestorerEngine
 from deployments.restore.types import RestoredFace
-from serve_app.service import matte_engine_info, restore_template_for
+from serve_app.backend import matte_engine_info, restore_template
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,8 @@ class LocalBackend:
         return restored
 
     def restore_template(self, model: str) -> str:
-        return restore_template_for(self._restorer(model).size_px)
+        self._restorer(model)  # refuses a model this backend does not run
+        return restore_template(self._store.manifest, model)
 
     async def segment_portrait(self, image: np.ndarray) -> LowResMatte:
         return await asyncio.to_thread(self._matter.segment, image)

@@ -12,11 +12,13 @@ from deployments.cartoon.params import CartoonParams
 from deployments.common.errors import ServiceError
 from deployments.idphoto.params import IdPhotoParams
 from deployments.restore.params import RestoreParams
+from serve_app import __version__
+from serve_app.backend import Backend
 from serve_app.bucket.webhook import install_event_routes
 from serve_app.errors import install_error_handlers
 from serve_app.jobs import job_context, parse_job_params, run_job
+from serve_app.jobs.faces import find_faces
 from serve_app.schemas import ErrorOut, FacesOut, HealthOut
-from serve_app.service import SERVICE_VERSION, Backend, find_faces
 from serve_app.settings import Settings, get_settings
 from serve_app.uploads import read_upload
 from serve_app.webpage import install_web_page
@@ -72,7 +74,7 @@ def create_api() -> FastAPI:
     """Build the API; the caller attaches ``app.state.backend`` (and optionally ``app.state.settings``)."""
     api = FastAPI(
         title="portrait-serve",
-        version=SERVICE_VERSION,
+        version=__version__,
         description="Face restoration, ID photos and cartoonization on Ray Serve.",
     )
     install_error_handlers(api)
@@ -86,7 +88,7 @@ def create_api() -> FastAPI:
         models = [model for report in deployments.values() for model in report.get("models", [])]
         states = [report.get("status", "ok") for report in deployments.values()]
         status = "failing" if "failing" in states else "degraded" if "degraded" in states else "ok"
-        return HealthOut(status=status, version=SERVICE_VERSION, deployments=deployments, models=models)
+        return HealthOut(status=status, version=__version__, deployments=deployments, models=models)
 
     @api.get("/v1/models", tags=["operations"])
     async def list_models(request: Request) -> dict:
@@ -116,7 +118,8 @@ def create_api() -> FastAPI:
         """Every face: box, score, 5 landmarks and roll, in original-image pixels after EXIF orientation."""
         settings = _settings(request)
         upload = await read_upload(request, max_bytes=settings.max_image_bytes)
-        return await find_faces(_backend(request), upload.data, job_context(settings).limits)
+        engine = settings.open_model_store().manifest["face-detect-short"].engine
+        return await find_faces(_backend(request), upload.data, job_context(settings), engine)
 
     @api.post(
         "/v1/restore",

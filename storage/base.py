@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
 from deployments.common.errors import InvalidParameter
 from storage.errors import ObjectNotFound
 from storage.keys import normalize_prefix
@@ -84,18 +86,27 @@ class ObjectStore(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class StoreSettings:
-    """How to reach S3-compatible stores; ``None`` credentials mean the standard AWS credential chain."""
+class StoreSettings(BaseModel):
+    """How to reach S3-compatible stores; no credentials means the standard AWS credential chain.
+
+    The one S3 connection model: a bucket route's ``store:``, the runner's ``sqs:`` (which extends it), the backfill
+    CLI and the model store all use it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     endpoint_url: str | None = None
     region: str | None = None
     access_key: str | None = None
-    secret_key: str | None = field(default=None, repr=False)
-    max_attempts: int = 5
+    secret_key: SecretStr | None = None
+    max_attempts: int = Field(5, ge=1, le=20)
     retry_mode: RetryMode = "standard"
-    connect_timeout_s: float = 5.0
-    read_timeout_s: float = 30.0
+    connect_timeout_s: float = Field(5.0, gt=0)
+    read_timeout_s: float = Field(30.0, gt=0)
+
+    @property
+    def secret(self) -> str | None:
+        return self.secret_key.get_secret_value() if self.secret_key else None
 
 
 @dataclass(frozen=True)
@@ -162,7 +173,7 @@ def open_store(location: Location | str, settings: StoreSettings | None = None) 
         endpoint_url=s3.endpoint_url,
         region=s3.region,
         access_key=s3.access_key,
-        secret_key=s3.secret_key,
+        secret_key=s3.secret,
         max_attempts=s3.max_attempts,
         retry_mode=s3.retry_mode,
         connect_timeout_s=s3.connect_timeout_s,

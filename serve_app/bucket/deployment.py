@@ -26,19 +26,12 @@ from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, 
 
 from deployments.common.deployment import record_event_lag
 from deployments.common.errors import InvalidParameter
+from serve_app.bucket.config import RunnerConfig
 from serve_app.bucket.events import ObjectEvent
 from serve_app.bucket.routing import build_routing_table
-from serve_app.bucket.runner import (
-    BucketWorker,
-    ObjectOutcome,
-    RetryPolicy,
-    RunnerConfig,
-    SqsConsumer,
-    Status,
-    is_transient,
-    job_executor,
-)
-from serve_app.handles import HandleBackend
+from serve_app.bucket.runner import BucketWorker, ObjectOutcome, Status, is_transient, job_executor
+from serve_app.bucket.sqs import SqsConsumer
+from serve_app.handles import HandleBackend, Stages
 from serve_app.jobs import job_context
 from serve_app.settings import get_settings
 
@@ -67,10 +60,9 @@ def _observe_outcome(outcome: ObjectOutcome) -> None:
 
 @serve.deployment(name="BucketRunner", num_replicas=1)
 class BucketRunner:
-    def __init__(self, *stage_handles: Any) -> None:
-        """``stage_handles``: the model handles, in the order ``HandleBackend`` (and the ingress) take them."""
+    def __init__(self, stages: Stages) -> None:
         settings = get_settings()
-        self._backend = HandleBackend(*stage_handles, manifest=settings.open_model_store().manifest)
+        self._backend = HandleBackend(stages, manifest=settings.open_model_store().manifest)
         self._context = job_context(settings)
         self._base_dir = settings.buckets_root
         self._config = RunnerConfig()
@@ -89,7 +81,7 @@ class BucketRunner:
             job_executor(self._backend, self._context),
             self._context,
             max_concurrency=config.max_concurrency,
-            retry=RetryPolicy(**config.retry.model_dump()),
+            retry=config.retry,
             job_timeout_s=config.job_timeout_s,
             transient=is_transient_in_ray,
             on_outcome=_observe_outcome,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deployments.common.errors import InvalidParameter
 from deployments.common.params import JobParams
@@ -28,31 +28,6 @@ DEFAULT_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
 # What a route writes into its output: results in every image format, metadata and error records.
 RESULT_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".json")
 PARAMS_METADATA = "portrait-params"  # user metadata name as stores report it (the header is x-amz-meta-portrait-params)
-
-
-class StoreOptions(BaseModel):
-    """How a route reaches S3-compatible stores; no credentials means the standard AWS credential chain."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    endpoint_url: str | None = None
-    region: str | None = None
-    access_key: str | None = None
-    secret_key: SecretStr | None = None
-    max_attempts: int = Field(5, ge=1, le=20)
-    connect_timeout_s: float = Field(5.0, gt=0)
-    read_timeout_s: float = Field(30.0, gt=0)
-
-    def to_settings(self) -> StoreSettings:
-        return StoreSettings(
-            endpoint_url=self.endpoint_url,
-            region=self.region,
-            access_key=self.access_key,
-            secret_key=self.secret_key.get_secret_value() if self.secret_key else None,
-            max_attempts=self.max_attempts,
-            connect_timeout_s=self.connect_timeout_s,
-            read_timeout_s=self.read_timeout_s,
-        )
 
 
 class BucketRoute(BaseModel):
@@ -70,7 +45,7 @@ class BucketRoute(BaseModel):
         None, description="bucket name events carry for a local-folder input (default: the folder's name)"
     )
     poll: bool | None = Field(None, description="list the input every poll interval (default: local folders only)")
-    store: StoreOptions = Field(default_factory=StoreOptions)
+    store: StoreSettings = Field(default_factory=StoreSettings)
 
 
 @dataclass(frozen=True)
@@ -171,7 +146,7 @@ def resolve_route(spec: BucketRoute, context: JobContext, *, base_dir: Path | No
         suffixes=suffixes,
         event_bucket=spec.event_bucket or (source.bucket if source.scheme == "s3" else Path(source.bucket).name),
         poll=spec.poll if spec.poll is not None else source.scheme == "file",
-        store=spec.store.to_settings(),
+        store=spec.store,
     )
 
 

@@ -12,9 +12,12 @@ Transient failures (store unavailable, service errors, replica death, timeouts) 
 then left for the reconciler: no record is written, so the next scan (or the redelivered SQS message) picks the object
 up again. A semaphore bounds the objects in flight: a burst of events waits instead of being dropped.
 
+A bug (``InternalError`` or any unexpected exception) is retried the same way, then recorded as ``internal_error``
+in ``_errors/`` so one poisoned object is not redone on every scan (delete the record to retry it).
+
 Triggers: ``submit(events)`` (the webhook; returns at once, work continues in background tasks), ``reconcile(route)``
 (list the input, process what has no record for its current ETag: at start-up, and periodically as the poller for
-stores without notifications), and ``SqsConsumer`` (S3 → SQS notifications).
+stores without notifications), and ``SqsConsumer`` (``serve_app.bucket.sqs``: S3 → SQS notifications).
 """
 
 from __future__ import annotations
@@ -28,14 +31,16 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from deployments.common.errors import InputError, InvalidParameter, PortraitError, ServiceError
+from deployments.common.errors import InputError, InternalError, InvalidParameter, PortraitError, ServiceError
 from deployments.common.params import JobParams
-from serve_app.bucket.events import ObjectEvent, created_events, parse_notification
+from serve_app.backend import Backend
+from serve_app.bucket.events import ObjectEvent, created_events
 from serve_app.bucket.records import (
     ErrorRecord,
     ResultRecord,
+    SourceOut,
     describe_source,
     error_detail,
     find_records,
@@ -45,11 +50,10 @@ from serve_app.bucket.records import (
     write_error,
     write_result,
 )
-from serve_app.bucket.routing import BucketRoute, Route, RoutingTable, object_params
+from serve_app.bucket.routing import Route, RoutingTable, object_params
 from serve_app.jobs import JobContext, run_job
 from serve_app.jobs.results import JobResult
 from serve_app.schemas import ErrorDetail
-from serve_app.service import Backend
 from storage.base import ObjectStore, open_store
 from storage.errors import ObjectNotFound
 from storage.keys import error_key, metadata_key
@@ -79,22 +83,26 @@ class ObjectOutcome:
     lag_s: float | None = None  # upload → result written, for DONE
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff with jitter for transient failures; bounded so a stuck object cannot hold a slot."""
+class RetryPolicy(BaseModel):
+    """Exponential backoff with jitter; bounded so a stuck object cannot hold a slot (the runner's ``retry:``)."""
 
-    max_attempts: int = 4
-    initial_backoff_s: float = 0.5
-    max_backoff_s: float = 10.0
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_attempts: int = Field(4, ge=1, le=20)
+    initial_backoff_s: float = Field(0.5, ge=0, le=60)
+    max_backoff_s: float = Field(10.0, ge=0, le=600)
 
     def delay_s(self, attempt: int) -> float:
         base = min(self.max_backoff_s, self.initial_backoff_s * 2 ** (attempt - 1))
         return base * random.uniform(0.5, 1.0)
 
 
+DEFAULT_RETRY = RetryPolicy()
+
+
 def is_transient(exc: BaseException) -> bool:
-    """Failures worth retrying: our side (service or store errors), timeouts, dropped connections."""
-    return isinstance(exc, (ServiceError, TimeoutError, ConnectionError))
+    """Failures that pass by themselves: service or store unavailable, timeouts, dropped connections (not our bugs)."""
+    return isinstance(exc, (ServiceError, TimeoutError, ConnectionError)) and not isinstance(exc, InternalError)
 
 
 def job_executor(backend: Backend, context: JobContext) -> JobExecutor:
@@ -116,7 +124,7 @@ class BucketWorker:
         context: JobContext,
         *,
         max_concurrency: int = 4,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = DEFAULT_RETRY,
         job_timeout_s: float = 300.0,
         transient: Callable[[BaseException], bool] = is_transient,
         store_opener: StoreOpener = open_store,
@@ -248,14 +256,17 @@ class BucketWorker:
         return outcome
 
     async def _with_retries(self, route: Route, key: str) -> ObjectOutcome:
+        """Retry transient failures and bugs alike; then defer the transient ones and record the bug."""
         for attempt in range(1, self._retry.max_attempts + 1):
             try:
                 return await self._attempt(route, key, attempt)
-            except Exception as exc:
-                if not self._transient(exc):
-                    raise
-                code = exc.code if isinstance(exc, PortraitError) else type(exc).__name__
+            except _Failure as failure:
+                exc = failure.__cause__
+                transient = self._transient(exc)
+                code = exc.code if isinstance(exc, PortraitError) and transient else "internal_error"
                 if attempt == self._retry.max_attempts:
+                    if not transient:
+                        return await self._record_bug(route, key, failure.source, exc, attempt)
                     logger.warning(
                         "%s: %r still failing after %d attempts (%s: %s); left for the reconciler",
                         route.name,
@@ -267,17 +278,45 @@ class BucketWorker:
                     return ObjectOutcome(route.name, key, Status.DEFERRED, code=code, attempts=attempt)
                 delay_s = self._retry.delay_s(attempt)
                 logger.info(
-                    "%s: %r attempt %d failed (%s); retrying in %.2f s", route.name, key, attempt, code, delay_s
+                    "%s: %r attempt %d failed (%s: %s); retrying in %.2f s",
+                    route.name,
+                    key,
+                    attempt,
+                    code,
+                    exc,
+                    delay_s,
                 )
                 await asyncio.sleep(delay_s)
-        raise AssertionError("unreachable: max_attempts >= 1")
+        raise InternalError("unreachable: RetryPolicy.max_attempts >= 1")
+
+    async def _record_bug(
+        self, route: Route, key: str, source: SourceOut | None, exc: BaseException, attempts: int
+    ) -> ObjectOutcome:
+        """Our bug, not the caller's fault: the traceback to the log, ``internal_error`` to the output."""
+        logger.error("%s: %r failed after %d attempts", route.name, key, attempts, exc_info=exc)
+        if source is None:  # failed before the object could be read: nothing to name in a record
+            return ObjectOutcome(route.name, key, Status.DEFERRED, code="internal_error", attempts=attempts)
+        message = exc.message if isinstance(exc, PortraitError) else f"{type(exc).__name__}: {exc}"
+        failure = ErrorRecord(
+            source=source,
+            route=route.name,
+            task=route.task,
+            failed_at=_now(),
+            error=ErrorDetail(code="internal_error", message=message),
+        )
+        _, output_store = self._stores[route.name]
+        await asyncio.to_thread(write_error, output_store, key, failure)
+        return ObjectOutcome(route.name, key, Status.FAILED, etag=source.etag, code="internal_error", attempts=attempts)
 
     async def _attempt(self, route: Route, key: str, attempt: int) -> ObjectOutcome:
+        """One try; a failure that is not the caller's fault leaves as ``_Failure`` (carrying what was read)."""
         source_store, output_store = self._stores[route.name]
         try:
             info = await asyncio.to_thread(source_store.head, key)
         except ObjectNotFound:
             return ObjectOutcome(route.name, key, Status.GONE, attempts=attempt)
+        except Exception as exc:
+            raise _Failure(None) from exc
         source = describe_source(route.input, info)
         records = await asyncio.to_thread(find_records, output_store, key)
         try:
@@ -295,22 +334,7 @@ class BucketWorker:
             logger.info("%s: %r refused (%s: %s)", route.name, key, exc.code, exc.message)
             return ObjectOutcome(route.name, key, Status.FAILED, etag=source.etag, code=exc.code, attempts=attempt)
         except Exception as exc:
-            if self._transient(exc):
-                raise
-            # A bug, not the caller's fault and not transient: record it so one poisoned object is not redone on
-            # every scan (delete its error record to retry), and log the traceback.
-            logger.exception("%s: %r failed unexpectedly", route.name, key)
-            failure = ErrorRecord(
-                source=source,
-                route=route.name,
-                task=route.task,
-                failed_at=_now(),
-                error=ErrorDetail(code="internal_error", message=f"{type(exc).__name__}: {exc}"),
-            )
-            await asyncio.to_thread(write_error, output_store, key, failure)
-            return ObjectOutcome(
-                route.name, key, Status.FAILED, etag=source.etag, code="internal_error", attempts=attempt
-            )
+            raise _Failure(source) from exc
         finished_at = _now()
         lag_s = (finished_at - source.last_modified).total_seconds()
         record = ResultRecord(
@@ -340,123 +364,13 @@ class BucketWorker:
             logger.error("bucket work failed", exc_info=task.exception())
 
 
+class _Failure(Exception):
+    """An attempt failed on our side; ``__cause__`` is why, ``source`` the object version it had read (if any)."""
+
+    def __init__(self, source: SourceOut | None) -> None:
+        super().__init__("attempt failed")
+        self.source = source
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-# SQS ------------------------------------------------------------------------------------------------------------
-
-
-class SqsConfig(BaseModel):
-    """The runner's ``sqs`` section: the queue S3 notifies (``aws s3api put-bucket-notification-configuration``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    queue_url: str
-    region: str | None = None
-    endpoint_url: str | None = None
-    access_key: str | None = None
-    secret_key: SecretStr | None = None
-    wait_time_s: int = Field(20, ge=0, le=20, description="long polling: how long one receive waits for messages")
-    visibility_timeout_s: int = Field(900, ge=1, le=43200, description="longer than a job: hidden while processed")
-    max_messages: int = Field(10, ge=1, le=10)
-    error_pause_s: float = Field(5.0, ge=0, description="pause after a failed receive")
-
-
-class SqsConsumer:
-    """Long-polls one queue; deletes a message only after every object it names has a result or error record."""
-
-    def __init__(self, worker: BucketWorker, config: SqsConfig, client: Any = None) -> None:
-        self._worker = worker
-        self._config = config
-        self._client = client if client is not None else sqs_client(config)
-        self.deleted = 0
-        self.kept = 0
-
-    async def run_forever(self) -> None:
-        while True:
-            try:
-                await self.receive_once()
-            except Exception:
-                logger.exception(
-                    "SQS receive from %s failed; next try in %.0f s", self._config.queue_url, self._config.error_pause_s
-                )
-                await asyncio.sleep(self._config.error_pause_s)
-
-    async def receive_once(self) -> int:
-        """One long poll; returns how many messages were received."""
-        reply = await asyncio.to_thread(
-            self._client.receive_message,
-            QueueUrl=self._config.queue_url,
-            MaxNumberOfMessages=self._config.max_messages,
-            WaitTimeSeconds=self._config.wait_time_s,
-            VisibilityTimeout=self._config.visibility_timeout_s,
-        )
-        messages = reply.get("Messages", [])
-        await asyncio.gather(*(self._handle(message) for message in messages))
-        return len(messages)
-
-    async def _handle(self, message: dict[str, Any]) -> None:
-        try:
-            events = parse_notification(message.get("Body", ""))
-        except InvalidParameter as exc:
-            # Not an S3 notification: nothing to process, and redelivering it would fail the same way forever.
-            logger.error("deleting SQS message %s: %s", message.get("MessageId"), exc.message)
-            await self._delete(message)
-            return
-        outcomes = [o for event in events for o in await self._worker.process_event(event)]
-        if any(outcome.status is Status.DEFERRED for outcome in outcomes):
-            self.kept += 1  # visible again after the visibility timeout; the reconciler may get there first
-            return
-        await self._delete(message)
-
-    async def _delete(self, message: dict[str, Any]) -> None:
-        await asyncio.to_thread(
-            self._client.delete_message, QueueUrl=self._config.queue_url, ReceiptHandle=message["ReceiptHandle"]
-        )
-        self.deleted += 1
-
-
-def sqs_client(config: SqsConfig) -> Any:
-    import boto3
-
-    return boto3.session.Session().client(
-        "sqs",
-        endpoint_url=config.endpoint_url,
-        region_name=config.region,
-        aws_access_key_id=config.access_key,
-        aws_secret_access_key=config.secret_key.get_secret_value() if config.secret_key else None,
-    )
-
-
-# The runner's user_config ------------------------------------------------------------------------------------
-
-
-class RetryConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    max_attempts: int = Field(4, ge=1, le=20)
-    initial_backoff_s: float = Field(0.5, ge=0, le=60)
-    max_backoff_s: float = Field(10.0, ge=0, le=600)
-
-
-class RunnerConfig(BaseModel):
-    """The ``BucketRunner`` ``user_config``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    routes: list[BucketRoute] = Field(default_factory=list)
-    poll_interval_s: float = Field(10.0, gt=0)
-    max_concurrency: int = Field(4, ge=1, le=256)
-    job_timeout_s: float = Field(300.0, gt=0)
-    retry: RetryConfig = Field(default_factory=RetryConfig)
-    sqs: SqsConfig | None = None
-
-    @model_validator(mode="after")
-    def _visibility_outlasts_a_job(self) -> RunnerConfig:
-        if self.sqs is not None and self.sqs.visibility_timeout_s <= self.job_timeout_s:
-            raise ValueError(
-                f"sqs.visibility_timeout_s ({self.sqs.visibility_timeout_s}) must be longer than job_timeout_s "
-                f"({self.job_timeout_s}), or messages reappear while their objects are processed"
-            )
-        return self

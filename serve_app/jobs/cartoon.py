@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
+from typing import Any
 
 from deployments.cartoon.compose import compose_cartoon, prepare_background
 from deployments.cartoon.params import CartoonParams
 from deployments.cartoon.types import StyleJob
+from deployments.common.params import parse_params
+from serve_app.backend import Backend
+from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.restore import align_all
 from serve_app.jobs.results import JobResult, encode_job_result
-from serve_app.service import Backend, Limits, Timings, decode_upload
 
 HEAD_TEMPLATE = "dctnet-288"
 
 
-async def cartoonize_photo(backend: Backend, data: bytes, params: CartoonParams, limits: Limits) -> JobResult:
+def parse_cartoon_params(fields: Mapping[str, Any], context: JobContext) -> CartoonParams:
+    return parse_params(CartoonParams, fields, context={"styles": context.cartoon_styles})
+
+
+async def cartoonize_photo(backend: Backend, data: bytes, params: CartoonParams, context: JobContext) -> JobResult:
     timings = Timings()
     with timings.stage("decode"):
-        source = await decode_upload(data, limits)
+        source = await decode_upload(data, context.limits)
     with timings.stage("prepare"):
         prepared = await asyncio.to_thread(prepare_background, source.rgb)
     with timings.stage("analyze+background"):

@@ -4,24 +4,27 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from typing import Any
 
-from deployments.idphoto.params import IdPhotoParams
+from deployments.idphoto.params import IdPhotoParams, parse_params
 from deployments.idphoto.pipeline import make_id_photo
-from deployments.idphoto.specs import IdSpec
+from serve_app.backend import Backend
+from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.results import JobResult, build_meta, engine_summary
-from serve_app.service import Backend, Limits, Timings, decode_upload
 
 
-async def make_id_photo_job(
-    backend: Backend, data: bytes, params: IdPhotoParams, specs: Mapping[str, IdSpec], limits: Limits
-) -> JobResult:
+def parse_id_photo_params(fields: Mapping[str, Any], context: JobContext) -> IdPhotoParams:
+    return parse_params(fields, context.id_specs)
+
+
+async def make_id_photo_job(backend: Backend, data: bytes, params: IdPhotoParams, context: JobContext) -> JobResult:
     timings = Timings()
     with timings.stage("decode"):
-        source = await decode_upload(data, limits)
+        source = await decode_upload(data, context.limits)
     with timings.stage("analyze+segment"):
         faces, low_matte = await asyncio.gather(backend.analyze_faces(source.rgb), backend.segment_portrait(source.rgb))
     with timings.stage("compose"):
-        outcome = await asyncio.to_thread(make_id_photo, source.rgb, faces, low_matte, params, specs)
+        outcome = await asyncio.to_thread(make_id_photo, source.rgb, faces, low_matte, params, context.id_specs)
     timings.ms.update({f"idphoto.{stage}": round(ms, 2) for stage, ms in outcome.timings_ms.items()})
     engine, weights = engine_summary([backend.matte_engine()], fallback="none")
     spec = outcome.report.spec

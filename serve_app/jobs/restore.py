@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from deployments.common.image import DecodedImage
+from deployments.common.params import parse_params
 from deployments.common.upscale import upscale_image
 from deployments.faces.align import AlignedFace, align_face, rescale_crop_matrix
 from deployments.faces.paste import paste_back
 from deployments.faces.types import Face
 from deployments.restore.params import RestoreParams
 from deployments.restore.types import RestoredFace
+from serve_app.backend import Backend
+from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.results import JobResult, encode_job_result, png_b64
-from serve_app.service import Backend, Limits, Timings, decode_upload
+
+
+def parse_restore_params(fields: Mapping[str, Any], context: JobContext) -> RestoreParams:
+    return parse_params(RestoreParams, fields)
 
 
 def select_faces(faces: Sequence[Face], width: int, height: int, params: RestoreParams) -> list[Face]:
@@ -45,10 +52,10 @@ def composite(
     return paste_back(base, pasted, blend=params.blend, upscale=params.upscale)
 
 
-async def restore_photo(backend: Backend, data: bytes, params: RestoreParams, limits: Limits) -> JobResult:
+async def restore_photo(backend: Backend, data: bytes, params: RestoreParams, context: JobContext) -> JobResult:
     timings = Timings()
     with timings.stage("decode"):
-        source: DecodedImage = await decode_upload(data, limits)
+        source: DecodedImage = await decode_upload(data, context.limits)
     with timings.stage("analyze"):
         faces = await backend.analyze_faces(source.rgb)
     chosen = select_faces(faces, source.width, source.height, params)

@@ -11,8 +11,9 @@ import numpy as np
 
 from deployments.common.engine import EngineInfo
 from deployments.common.image import MEDIA_TYPES, DecodedImage, encode_image, resize_alpha
+from serve_app import __version__
+from serve_app.jobs.context import Timings
 from serve_app.schemas import ResultMeta, WeightsOut
-from serve_app.service import SERVICE_VERSION, Timings
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def build_meta(
         bytes=len(body),
         timings_ms=timings_ms,
         report=report,
-        version=SERVICE_VERSION,
+        version=__version__,
     )
 
 

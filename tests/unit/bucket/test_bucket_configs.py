@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from serve_app.bucket.config import RunnerConfig
 from serve_app.bucket.routing import build_routing_table
-from serve_app.bucket.runner import RunnerConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 

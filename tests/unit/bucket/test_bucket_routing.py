@@ -111,4 +111,4 @@ def test_store_secrets_stay_out_of_reprs(job_ctx):
     (r,) = build_routing_table(
         [route(store={"endpoint_url": "http://127.0.0.1:9000", "secret_key": "s3cr3t"})], job_ctx
     ).routes
-    assert r.store.secret_key == "s3cr3t" and "s3cr3t" not in repr(r)
+    assert r.store.secret == "s3cr3t" and "s3cr3t" not in repr(r)

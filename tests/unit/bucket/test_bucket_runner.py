@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from deployments.common.errors import ModelUnavailable
+from deployments.common.errors import InternalError, ModelUnavailable
 from serve_app.bucket.events import ObjectEvent
 from serve_app.bucket.routing import build_routing_table
 from serve_app.bucket.runner import BucketWorker, RetryPolicy, Status, job_executor
@@ -32,6 +32,22 @@ class FlakyBackend:
             self.failures_left -= 1
             raise ModelUnavailable("FaceAnalyzer is restarting")
         return await self._backend.analyze_faces(image)
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+
+class BuggyBackend:
+    """The real backend behind a face analyzer with a bug: ``error`` on every call."""
+
+    def __init__(self, backend, error: Exception) -> None:
+        self._backend = backend
+        self._error = error
+        self.calls = 0
+
+    async def analyze_faces(self, image):
+        self.calls += 1
+        raise self._error
 
     def __getattr__(self, name):
         return getattr(self._backend, name)
@@ -205,6 +221,24 @@ def test_lasting_failures_write_nothing_and_the_reconciler_finishes_the_job(
     assert list(out.list()) == []
     healthy = make_worker(tmp, local_backend, job_ctx)
     assert [o.status for o in run(healthy.reconcile(healthy.table.routes[0]))] == [Status.DONE]
+
+
+@pytest.mark.parametrize(
+    "bug", [InternalError("face count does not match the landmarks"), KeyError("landmarks")], ids=["typed", "untyped"]
+)
+def test_a_bug_in_a_job_is_retried_then_recorded_as_internal_not_as_the_callers_fault(
+    folders, local_backend, job_ctx, photo_jpeg, bug
+):
+    source, out, tmp = folders
+    info = source.put("a.jpg", photo_jpeg, content_type="image/jpeg")
+    buggy = BuggyBackend(local_backend, bug)
+    worker = make_worker(tmp, buggy, job_ctx)
+    outcome = run(worker.process_object(worker.table.routes[0], "a.jpg"))
+    assert (outcome.status, outcome.code, outcome.attempts, buggy.calls) == (Status.FAILED, "internal_error", 3, 3)
+    assert [item.key for item in out.list()] == ["_errors/a.jpg.json"]
+    record = json.loads(out.get("_errors/a.jpg.json", max_bytes=1 << 20).data)
+    assert record["error"]["code"] == "internal_error" and record["source"]["etag"] == info.etag
+    assert ("KeyError" in record["error"]["message"]) == isinstance(bug, KeyError)
 
 
 def test_submit_returns_at_once_and_work_finishes_in_the_background(folders, local_backend, job_ctx, photo_jpeg):

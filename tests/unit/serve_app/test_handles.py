@@ -8,7 +8,7 @@ import pytest
 from ray.serve.exceptions import BackPressureError
 
 from deployments.common.errors import Overloaded
-from serve_app.handles import call_deployment
+from serve_app.handles import BucketRunnerClient, call_deployment
 
 
 class _FullQueue:
@@ -37,3 +37,12 @@ def test_back_pressure_becomes_a_503_overloaded():
 
 def test_answers_pass_through():
     assert asyncio.run(call_deployment(_Echo(), 1, 2)) == (1, 2)
+
+
+class _Runner:
+    submit = _FullQueue()
+
+
+def test_a_full_bucket_runner_queue_is_a_503_overloaded_too():
+    with pytest.raises(Overloaded):
+        asyncio.run(BucketRunnerClient(_Runner()).submit([]))

@@ -1,0 +1,58 @@
+"""What a job may await: the ``Backend`` protocol. No Ray here.
+
+The Serve ingress and the bucket runner implement it with DeploymentHandles (``serve_app.handles``, so
+``@serve.batch`` groups work across requests), tests and the CLI with in-process engines (``serve_app.local_backend``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import numpy as np
+
+from deployments.cartoon.types import StyleJob, Stylized
+from deployments.common.engine import EngineInfo
+from deployments.common.weights import ModelSpec
+from deployments.faces.types import Face
+from deployments.idphoto.matte import MATTE_MODEL, LowResMatte
+from deployments.restore.types import RestoredFace
+
+
+def matte_engine_info(manifest: Mapping[str, ModelSpec]) -> EngineInfo:
+    """The segmentation engine behind ``Backend.segment_portrait``, as results report it."""
+    spec = manifest[MATTE_MODEL]
+    return EngineInfo(spec.engine, neural=True, weights=spec.name, sha256=spec.sha256)
+
+
+def restore_template(manifest: Mapping[str, ModelSpec], model: str) -> str:
+    """The alignment template the restorer of ``model`` expects (the manifest's ``args.template``)."""
+    return str(manifest[model].args["template"])
+
+
+class Backend(Protocol):
+    """The model stages one request may await; each call is one item of a batched deployment."""
+
+    async def analyze_faces(self, image: np.ndarray) -> list[Face]: ...
+
+    async def restore_face(self, crop: np.ndarray, model: str) -> RestoredFace: ...
+
+    def restore_template(self, model: str) -> str:
+        """The alignment template the restorer of ``model`` expects (e.g. ``gpen-512``)."""
+        ...
+
+    async def segment_portrait(self, image: np.ndarray) -> LowResMatte: ...
+
+    async def stylize_head(self, job: StyleJob) -> Stylized: ...
+
+    async def stylize_background(self, job: StyleJob) -> Stylized: ...
+
+    def matte_engine(self) -> EngineInfo:
+        """The segmentation engine and weights behind ``segment_portrait``."""
+        ...
+
+    async def health(self) -> dict[str, dict[str, Any]]: ...
+
+    def observe_job(self, task: str, outcome: str, engine: str, bytes_in: int, bytes_out: int) -> None:
+        """Count one finished job (``outcome``: ``ok`` or the error code) for the metrics."""
+        ...

@@ -1,0 +1,70 @@
+"""What every job needs besides its image and options: input limits, standards, styles, and a stage timer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from deployments.cartoon.styles import cartoon_styles
+from deployments.common.image import DecodedImage, decode_image
+from deployments.common.weights import load_manifest
+from deployments.idphoto.specs import IdSpec, load_specs
+from serve_app.settings import Settings
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_bytes: int
+    max_pixels: int
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """Input limits, the ID-photo standards and the cartoon styles: the same for every job of a process."""
+
+    limits: Limits
+    id_specs: Mapping[str, IdSpec]
+    cartoon_styles: tuple[str, ...]
+
+
+def job_context(settings: Settings) -> JobContext:
+    return JobContext(
+        limits=Limits(max_bytes=settings.max_image_bytes, max_pixels=settings.max_image_pixels),
+        id_specs=_id_specs(Path(settings.id_specs)),
+        cartoon_styles=_cartoon_styles(Path(settings.models_manifest)),
+    )
+
+
+@lru_cache(maxsize=4)
+def _id_specs(path: Path) -> dict[str, IdSpec]:
+    return load_specs(path)
+
+
+@lru_cache(maxsize=4)
+def _cartoon_styles(manifest_path: Path) -> tuple[str, ...]:
+    return tuple(cartoon_styles(load_manifest(manifest_path)))
+
+
+class Timings:
+    """Wall-clock milliseconds per stage of one request, reported in the result metadata."""
+
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.ms[name] = round(self.ms.get(name, 0.0) + (time.perf_counter() - start) * 1000.0, 2)
+
+
+async def decode_upload(data: bytes, limits: Limits) -> DecodedImage:
+    """Decode in a worker thread, so the ingress event loop keeps answering."""
+    return await asyncio.to_thread(decode_image, data, max_bytes=limits.max_bytes, max_pixels=limits.max_pixels)

@@ -1,0 +1,23 @@
+"""Faces of a photo: decode, then one call to the face analyzer."""
+
+from __future__ import annotations
+
+from serve_app.backend import Backend
+from serve_app.jobs.context import JobContext, Timings, decode_upload
+from serve_app.schemas import FaceOut, FacesOut
+
+
+async def find_faces(backend: Backend, data: bytes, context: JobContext, engine: str) -> FacesOut:
+    """``engine``: the analyzer's label from the manifest (the routes read it once)."""
+    timings = Timings()
+    with timings.stage("decode"):
+        image = await decode_upload(data, context.limits)
+    with timings.stage("analyze"):
+        faces = await backend.analyze_faces(image.rgb)
+    return FacesOut(
+        width=image.width,
+        height=image.height,
+        faces=[FaceOut(**face.to_json()) for face in faces],
+        engine=engine,
+        timings_ms=timings.ms,
+    )
