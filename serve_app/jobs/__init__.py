@@ -11,8 +11,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from deployments.cartoon.params import CartoonParams
 from deployments.common.errors import InvalidParameter, PortraitError
 from deployments.common.params import JobParams
+from deployments.idphoto.params import IdPhotoParams
+from deployments.restore.params import RestoreParams
 from serve_app.backend import Backend
 from serve_app.jobs import cartoon, idphoto, restore
 from serve_app.jobs.context import JobContext, Limits, job_context
@@ -25,12 +28,13 @@ __all__ = ["JOBS", "JobContext", "JobKind", "Limits", "job_context", "job_kind",
 class JobKind:
     parse: Callable[[Mapping[str, Any], JobContext], JobParams]
     run: Callable[[Backend, bytes, Any, JobContext], Awaitable[JobResult]]
+    params_model: type[JobParams]  # what ``parse`` builds: its fields and choices (plain-language requests read them)
 
 
 JOBS: dict[str, JobKind] = {
-    "restore": JobKind(parse=restore.parse_restore_params, run=restore.restore_photo),
-    "idphoto": JobKind(parse=idphoto.parse_id_photo_params, run=idphoto.make_id_photo_job),
-    "cartoon": JobKind(parse=cartoon.parse_cartoon_params, run=cartoon.cartoonize_photo),
+    "restore": JobKind(parse=restore.parse_restore_params, run=restore.restore_photo, params_model=RestoreParams),
+    "idphoto": JobKind(parse=idphoto.parse_id_photo_params, run=idphoto.make_id_photo_job, params_model=IdPhotoParams),
+    "cartoon": JobKind(parse=cartoon.parse_cartoon_params, run=cartoon.cartoonize_photo, params_model=CartoonParams),
 }
 
 
