@@ -13,8 +13,9 @@ from deployments.cartoon.engine import CartoonEngine, ModelKind
 from deployments.cartoon.styles import cartoon_styles
 from deployments.cartoon.types import StyleJob, Stylized
 from deployments.common.deployment import (
-    BatchConfig,
+    BATCH_DEFAULTS,
     apply_batch_config,
+    batch_defaults,
     gpu_facts,
     options_from,
     record_batch,
@@ -35,18 +36,18 @@ class Cartoonizer:
         self._store = get_model_settings().open_model_store()
         self._styles = cartoon_styles(self._store.manifest)
         self._engine = CartoonEngine(kind, self._styles, self._store)
-        self._batch = BatchConfig()
+        self._batch = BATCH_DEFAULTS["Cartoonizer"]
         self._device = DeviceOptions()
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         """``user_config``: batch keys plus ``device``."""
-        self._batch, rest = apply_batch_config(self.stylize, user_config)
+        self._batch, rest = apply_batch_config(self.stylize, user_config, BATCH_DEFAULTS["Cartoonizer"])
         device = options_from(DeviceOptions, rest)
         if device != self._device:
             self._device = device
             self._engine = CartoonEngine(self._kind, self._styles, self._store, device.device)
 
-    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.02)
+    @serve.batch(**batch_defaults("Cartoonizer"))
     async def stylize(self, jobs: list[StyleJob]) -> list[Stylized]:
         record_batch(f"Cartoon[{self._kind}]", len(jobs))
         return await asyncio.to_thread(self._engine.stylize, jobs)

@@ -21,18 +21,37 @@ T = TypeVar("T")
 
 
 class BatchConfig(BaseModel):
-    """The ``user_config`` of a batched deployment; ``reconfigure`` applies it without a restart."""
+    """The batch keys of a deployment's ``user_config``; ``reconfigure`` applies them without a restart."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_batch_size: int = Field(4, ge=1, le=256)
-    batch_wait_timeout_s: float = Field(0.01, ge=0.0, le=5.0)
+    max_batch_size: int = Field(ge=1, le=256)
+    batch_wait_timeout_s: float = Field(ge=0.0, le=5.0)
 
 
-def apply_batch_config(batched_method: Any, user_config: dict[str, Any] | None) -> tuple[BatchConfig, dict[str, Any]]:
-    """Set a ``@serve.batch`` method's size and wait from ``user_config``; return the deployment's other keys."""
+# Every batched deployment's defaults, in one place: its ``@serve.batch`` decorator starts with them, ``/healthz``
+# reports them until a Serve YAML's ``user_config`` overrides them.
+BATCH_DEFAULTS: dict[str, BatchConfig] = {
+    "FaceAnalyzer": BatchConfig(max_batch_size=4, batch_wait_timeout_s=0.01),
+    "PortraitMatter": BatchConfig(max_batch_size=8, batch_wait_timeout_s=0.005),
+    "FaceRestorer": BatchConfig(max_batch_size=8, batch_wait_timeout_s=0.02),
+    "Cartoonizer": BatchConfig(max_batch_size=8, batch_wait_timeout_s=0.02),
+}
+
+
+def batch_defaults(deployment: str) -> dict[str, Any]:
+    """Keyword arguments for ``@serve.batch`` from ``BATCH_DEFAULTS``."""
+    return BATCH_DEFAULTS[deployment].model_dump()
+
+
+def apply_batch_config(
+    batched_method: Any, user_config: dict[str, Any] | None, defaults: BatchConfig
+) -> tuple[BatchConfig, dict[str, Any]]:
+    """Set a ``@serve.batch`` method's size and wait from ``user_config`` (``defaults`` for keys it leaves out);
+    return the applied config and the deployment's other keys."""
     options = dict(user_config or {})
-    config = BatchConfig.model_validate({key: options.pop(key) for key in BatchConfig.model_fields if key in options})
+    given = {key: options.pop(key) for key in BatchConfig.model_fields if key in options}
+    config = BatchConfig.model_validate({**defaults.model_dump(), **given})
     batched_method.set_max_batch_size(config.max_batch_size)
     batched_method.set_batch_wait_timeout_s(config.batch_wait_timeout_s)
     return config, options

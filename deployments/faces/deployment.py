@@ -10,8 +10,9 @@ import numpy as np
 from ray import serve
 
 from deployments.common.deployment import (
-    BatchConfig,
+    BATCH_DEFAULTS,
     apply_batch_config,
+    batch_defaults,
     limit_cpu_threads,
     options_from,
     record_batch,
@@ -34,14 +35,14 @@ class FaceAnalyzer:
         self._statuses = [store.status(name) for name in FACE_MODELS]
         self._models_dir = store.resolve("face-detect-short").parent
         self._engine = FaceAnalyzerEngine(self._models_dir, FaceAnalysisConfig(num_threads=1))
-        self._batch = BatchConfig()
+        self._batch = BATCH_DEFAULTS["FaceAnalyzer"]
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         """``user_config``: batch keys plus any ``FaceAnalysisConfig`` field (``min_eye_px``, ``max_windows``...)."""
-        self._batch, analysis = apply_batch_config(self.analyze, user_config)
+        self._batch, analysis = apply_batch_config(self.analyze, user_config, BATCH_DEFAULTS["FaceAnalyzer"])
         self._engine = FaceAnalyzerEngine(self._models_dir, options_from(FaceAnalysisConfig, analysis, num_threads=1))
 
-    @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.01)
+    @serve.batch(**batch_defaults("FaceAnalyzer"))
     async def analyze(self, images: list[np.ndarray]) -> list[list[Face]]:
         record_batch("FaceAnalyzer", len(images))
         faces = await asyncio.to_thread(self._engine.analyze_batch, images)

@@ -13,8 +13,9 @@ import numpy as np
 from ray import serve
 
 from deployments.common.deployment import (
-    BatchConfig,
+    BATCH_DEFAULTS,
     apply_batch_config,
+    batch_defaults,
     limit_cpu_threads,
     record_batch,
     replica_facts,
@@ -34,16 +35,16 @@ class PortraitMatter:
         store = get_model_settings().open_model_store()
         self._status = store.status(MATTE_MODEL)
         self._engine = PortraitMatterEngine(store.resolve(MATTE_MODEL).parent, num_threads=1)
-        self._batch = BatchConfig()
+        self._batch = BATCH_DEFAULTS["PortraitMatter"]
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
-        self._batch, extra = apply_batch_config(self.segment, user_config)
+        self._batch, extra = apply_batch_config(self.segment, user_config, BATCH_DEFAULTS["PortraitMatter"])
         if extra:
             raise InvalidParameter(
                 f"unknown user_config keys {sorted(extra)}; allowed: max_batch_size, batch_wait_timeout_s"
             )
 
-    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.005)
+    @serve.batch(**batch_defaults("PortraitMatter"))
     async def segment(self, images: list[np.ndarray]) -> list[LowResMatte]:
         record_batch("PortraitMatter", len(images))
         return await asyncio.to_thread(self._engine.segment_batch, images)

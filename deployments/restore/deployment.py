@@ -10,8 +10,9 @@ import numpy as np
 from ray import serve
 
 from deployments.common.deployment import (
-    BatchConfig,
+    BATCH_DEFAULTS,
     apply_batch_config,
+    batch_defaults,
     gpu_facts,
     options_from,
     record_batch,
@@ -30,16 +31,16 @@ class FaceRestorer:
         self._model_name = model_name
         self._store = get_model_settings().open_model_store()
         self._engine = FaceRestorerEngine(model_name, self._store)
-        self._batch = BatchConfig()
+        self._batch = BATCH_DEFAULTS["FaceRestorer"]
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         """``user_config``: batch keys plus ``device``, ``autocast_dtype``, ``channels_last``."""
-        self._batch, rest = apply_batch_config(self.restore, user_config)
+        self._batch, rest = apply_batch_config(self.restore, user_config, BATCH_DEFAULTS["FaceRestorer"])
         options = options_from(RestorerOptions, rest)
         if options != self._engine.options:
             self._engine = FaceRestorerEngine(self._model_name, self._store, options)
 
-    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.02)
+    @serve.batch(**batch_defaults("FaceRestorer"))
     async def restore(self, crops: list[np.ndarray]) -> list[RestoredFace]:
         record_batch(f"FaceRestorer[{self._model_name}]", len(crops))
         return await asyncio.to_thread(self._engine.restore, crops)
