@@ -1,8 +1,13 @@
-"""Errors become HTTP answers here, once: ``{"error": {"code": ..., "message": ...}}`` with the error's status."""
+"""Errors become HTTP answers here, once: ``{"error": {"code": ..., "message": ...}}`` with the error's status.
+
+A 5xx answer is our fault, never the caller's: its body names the request id (Serve's ``X-Request-Id``, or one made
+here when no proxy gave one) so a user's report can be matched with the replica's log line.
+"""
 
 from __future__ import annotations
 
 import logging
+import uuid
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -21,9 +26,23 @@ def error_body(code: str, message: str, details: dict | None = None) -> dict:
     return {"error": error}
 
 
+def _server_error(request: Request, status: int, body: dict, headers: dict[str, str] | None = None) -> JSONResponse:
+    """A 5xx answer carrying the request id (in the body; in a header too when Serve's proxy has not set one)."""
+    headers = dict(headers or {})
+    request_id = request.headers.get("x-request-id")
+    if request_id is None:
+        request_id = headers["X-Request-Id"] = uuid.uuid4().hex
+    body["error"]["request_id"] = request_id
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
 async def _portrait_error(request: Request, exc: PortraitError) -> JSONResponse:
     headers = {"Retry-After": "5"} if exc.http_status == 503 else None
-    return JSONResponse(error_body(exc.code, exc.message, exc.details), status_code=exc.http_status, headers=headers)
+    body = error_body(exc.code, exc.message, exc.details)
+    if exc.http_status >= 500:
+        logger.error("%s on %s %s: %s", exc.code, request.method, request.url.path, exc.message, exc_info=exc)
+        return _server_error(request, exc.http_status, body, headers)
+    return JSONResponse(body, status_code=exc.http_status, headers=headers)
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -45,7 +64,7 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     logger.exception("unexpected error on %s %s", request.method, request.url.path)
-    return JSONResponse(error_body("internal_error", f"{type(exc).__name__}: the service failed"), status_code=500)
+    return _server_error(request, 500, error_body("internal_error", f"{type(exc).__name__}: the service failed"))
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -1,0 +1,129 @@
+"""Every job route in-process: the FastAPI app over the local backend (no Ray), asserting whole bodies and headers."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import pytest
+from fastapi.testclient import TestClient
+from PIL import Image
+
+from deployments.common.errors import InternalError
+from serve_app.routes import create_api
+from serve_app.settings import Settings
+
+
+class BrokenAnalyzer:
+    """The local backend with a bug in face analysis: ``error`` on every call."""
+
+    def __init__(self, backend, error: Exception) -> None:
+        self._backend = backend
+        self._error = error
+
+    async def analyze_faces(self, image):
+        raise self._error
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+
+def client_for(backend, settings: Settings | None = None) -> TestClient:
+    app = create_api()
+    app.state.backend = backend
+    app.state.settings = settings or Settings()
+    return TestClient(app, raise_server_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def client(local_backend) -> TestClient:
+    return client_for(local_backend)
+
+
+def image_of(body: bytes) -> Image.Image:
+    return Image.open(io.BytesIO(body))
+
+
+def test_faces_lists_the_one_face_with_its_landmarks(client, photo_jpeg):
+    answer = client.post("/v1/faces", files={"image": ("me.jpg", photo_jpeg, "image/jpeg")})
+    assert answer.status_code == 200
+    body = answer.json()
+    assert (body["width"], body["height"], body["engine"]) == (256, 256, "mediapipe-blazeface+face-mesh")
+    (face,) = body["faces"]
+    assert set(face) == {"box", "score", "landmarks", "roll_deg", "chin"} and len(face["landmarks"]) == 5
+    assert set(body["timings_ms"]) == {"decode", "analyze"}
+
+
+def test_restore_answers_image_bytes_and_names_the_engine(client, photo_jpeg):
+    answer = client.post("/v1/restore", files={"image": ("me.jpg", photo_jpeg, "image/jpeg")}, data={"upscale": "2"})
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"] == "image/jpeg"
+    assert (answer.headers["x-portrait-engine"], answer.headers["x-portrait-faces"]) == ("classic-restore", "1")
+    assert answer.headers["x-portrait-weights"] == "none"
+    assert image_of(answer.content).size == (512, 512)
+
+
+def test_restore_as_json_carries_the_crops_and_the_metadata(client, photo_jpeg):
+    answer = client.post("/v1/restore", json={"image_b64": base64.b64encode(photo_jpeg).decode(), "return": "json"})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert set(body) == {"image_b64", "media_type", "meta", "faces"}
+    meta = body["meta"]
+    assert (meta["job"], meta["engine"], meta["faces"], meta["weights"]) == ("restore", "classic-restore", 1, [])
+    assert meta["params"]["model"] == "gpen-bfr-512" and meta["params"]["return"] == "json"
+    (face,) = body["faces"]
+    assert image_of(base64.b64decode(face["after_png_b64"])).size == (512, 512)
+
+
+def test_idphoto_meets_the_standard_and_reports_compliance(client, photo_jpeg):
+    answer = client.post(
+        "/v1/idphoto", files={"image": ("me.jpg", photo_jpeg, "image/jpeg")}, data={"spec": "cn-1inch"}
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"] == "image/jpeg"
+    assert answer.headers["x-portrait-compliance"] in ("pass", "fail")
+    photo = image_of(answer.content)
+    assert photo.size == (295, 413) and photo.info["dpi"] == pytest.approx((300, 300), abs=0.5)
+
+
+def test_cartoon_and_its_compatibility_route_answer_png(client, photo_jpeg):
+    for route in ("/v1/cartoon", "/api/cartoon"):
+        answer = client.post(route, files={"image": ("me.jpg", photo_jpeg, "image/jpeg")})
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["content-type"] == "image/png"
+        assert image_of(answer.content).size == (256, 256)
+
+
+def test_an_unknown_option_is_the_callers_fault_and_named(client, photo_jpeg):
+    answer = client.post("/v1/restore", files={"image": ("me.jpg", photo_jpeg, "image/jpeg")}, data={"colour": "red"})
+    assert answer.status_code == 422
+    assert answer.json()["error"]["code"] == "invalid_parameter" and "colour" in answer.json()["error"]["message"]
+
+
+def test_a_corrupt_upload_is_a_400(client, photo_jpeg):
+    answer = client.post("/v1/cartoon", files={"image": ("me.jpg", photo_jpeg[:200], "image/jpeg")})
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == "corrupt_image"
+
+
+@pytest.mark.parametrize(
+    "bug", [InternalError("landmarks out of order"), KeyError("landmarks")], ids=["typed", "untyped"]
+)
+def test_our_own_bug_is_a_500_with_a_request_id_never_the_callers_fault(local_backend, photo_jpeg, bug):
+    client = client_for(BrokenAnalyzer(local_backend, bug))
+    answer = client.post("/v1/restore", files={"image": ("me.jpg", photo_jpeg, "image/jpeg")})
+    assert answer.status_code == 500
+    error = answer.json()["error"]
+    assert error["code"] == "internal_error"
+    assert error["request_id"] == answer.headers["x-request-id"] and len(error["request_id"]) == 32
+    served = client.post(
+        "/v1/restore", files={"image": ("me.jpg", photo_jpeg, "image/jpeg")}, headers={"X-Request-Id": "from-serve"}
+    )
+    assert served.json()["error"]["request_id"] == "from-serve"
+
+
+def test_standards_and_styles_are_listed(client):
+    specs = client.get("/v1/idphoto/specs").json()["specs"]
+    assert "cn-1inch" in {spec["slug"] for spec in specs}
+    styles = client.get("/v1/cartoon/styles").json()["styles"]
+    assert {style["name"] for style in styles} >= {"anime", "3d", "handdrawn", "sketch"}
