@@ -14,7 +14,8 @@ reproduces TF's conventions that PyTorch does not share:
 Channel order is the graph's own: **BGR** in, BGR out (unlike the service's RGB image contract; callers convert).
 Height and width must be multiples of 4, as in the graph (two stride-2 convs, two ×2 upsamplings, then skip adds).
 On CUDA, cuDNN's TF32 convolutions (PyTorch's default) cost fidelity to the float32 graph; callers that want the
-official output should set ``torch.backends.cudnn.allow_tf32 = False`` (a process-wide switch, so not done here).
+official output set ``torch.backends.cudnn.allow_tf32 = False`` (a process-wide switch: the ``Cartoonizer`` replica,
+which owns its process, does).
 """
 
 from __future__ import annotations

@@ -31,7 +31,12 @@ PROBE_IMAGE = np.full((16, 16, 3), 128, np.uint8)
 @serve.deployment(name="Cartoonizer")
 class Cartoonizer:
     def __init__(self, kind: ModelKind) -> None:
+        import torch  # here, not at module level: Serve pickles this class with the module's globals
+
         torch_threads(1)
+        # This replica's process runs only DCT-Net, so the switch is ours to set: TF32 convolutions drift from the
+        # official float32 graphs, and exactness is the point of the port.
+        torch.backends.cudnn.allow_tf32 = False
         self._kind = kind
         self._store = get_model_settings().open_model_store()
         self._styles = cartoon_styles(self._store.manifest)

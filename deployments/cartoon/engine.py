@@ -35,9 +35,6 @@ class CartoonEngine:
     def __init__(self, kind: ModelKind, styles: Mapping[str, CartoonStyle], store: ModelStore, device: str = "auto"):
         self.kind = kind
         self.device = pick_device(device)
-        if self.device.type == "cuda":
-            # TF32 convolutions drift from the official float32 graphs; exactness is the point of this port.
-            torch.backends.cudnn.allow_tf32 = False
         self._models: dict[str, tuple[DctNet, EngineInfo] | None] = {}
         for name, style in styles.items():
             model_name = style.head_model if kind == "head" else style.background_model
