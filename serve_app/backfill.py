@@ -26,7 +26,6 @@ from serve_app.bucket.routing import BucketRoute, RoutingTable, resolve_route
 from serve_app.bucket.runner import BucketWorker, JobExecutor, ObjectOutcome, Status
 from serve_app.jobs import JobContext
 from serve_app.jobs.results import JobResult
-from serve_app.schemas import ResultMeta
 from storage.base import StoreSettings, parse_location
 
 logger = logging.getLogger(__name__)
@@ -65,11 +64,7 @@ def http_executor(url: str, *, timeout_s: float = HTTP_TIMEOUT_S) -> JobExecutor
         fields = params.model_dump(by_alias=True, exclude_none=True) | {"return": "json"}
         body = json.dumps({"image_b64": base64.b64encode(data).decode("ascii"), **fields}).encode("utf-8")
         answer = await asyncio.to_thread(_post_json, f"{base}/v1/{task}", body, timeout_s)
-        return JobResult(
-            body=base64.b64decode(answer["image_b64"]),
-            media_type=answer["media_type"],
-            meta=ResultMeta.model_validate(answer["meta"]),
-        )
+        return JobResult.from_json(answer)
 
     return execute
 

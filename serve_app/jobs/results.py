@@ -34,6 +34,19 @@ class JobResult:
             **({"X-Portrait-Compliance": self.meta.report["verdict"]} if self.meta.report else {}),
         }
 
+    @classmethod
+    def from_json(cls, answer: dict[str, Any]) -> JobResult:
+        """The inverse of ``to_json``: a job answered over HTTP with ``return=json`` (the backfill CLI reads it)."""
+        fixed = {"image_b64", "media_type", "meta", "sheet_b64", "sheet_media_type"}
+        sheet = answer.get("sheet_b64")
+        return cls(
+            body=base64.b64decode(answer["image_b64"]),
+            media_type=answer["media_type"],
+            meta=ResultMeta.model_validate(answer["meta"]),
+            attachments={key: value for key, value in answer.items() if key not in fixed},
+            sheet=base64.b64decode(sheet) if sheet is not None else None,
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "image_b64": base64.b64encode(self.body).decode("ascii"),

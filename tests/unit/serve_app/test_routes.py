@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from deployments.common.errors import InternalError
+from serve_app.jobs.results import JobResult
 from serve_app.routes import create_api
 from serve_app.settings import Settings
 
@@ -127,3 +128,15 @@ def test_standards_and_styles_are_listed(client):
     assert "cn-1inch" in {spec["slug"] for spec in specs}
     styles = client.get("/v1/cartoon/styles").json()["styles"]
     assert {style["name"] for style in styles} >= {"anime", "3d", "handdrawn", "sketch"}
+
+
+def test_a_json_answer_reads_back_whole_print_sheet_included(client, photo_jpeg):
+    answer = client.post(
+        "/v1/idphoto",
+        files={"image": ("me.jpg", photo_jpeg, "image/jpeg")},
+        data={"layout": "6inch", "return": "json"},
+    )
+    assert answer.status_code == 200, answer.text
+    result = JobResult.from_json(answer.json())
+    assert result.sheet is not None and image_of(result.sheet).size[0] > 1000
+    assert result.to_json() == answer.json()
