@@ -1,4 +1,4 @@
-# Two commands: `make run` (set up, fetch the built-in models, serve) and `make test` (set up, fetch, test).
+# `make run`: set up, fetch the built-in and freely licensed models, serve. `make test`: set up, fetch built-ins, test.
 PYTHON ?= python3.11
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -18,8 +18,10 @@ install: $(VENV)/.installed
 models: install
 	$(VENV)/bin/portrait models pull --builtin
 
-# Single machine: keep Ray on 127.0.0.1 (not the machine's external address).
+# Single machine: keep Ray on 127.0.0.1 (not the machine's external address). Before serving, fetch the models whose
+# licences allow any use (or from PORTRAIT_MODELS_MIRROR); without network that costs seconds and prints one line.
 run: models
+	-$(VENV)/bin/portrait models pull --default --best-effort
 	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(VENV)/bin/serve run configs/local.yaml
 
 test: models

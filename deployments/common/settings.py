@@ -21,6 +21,9 @@ class ModelSettings(BaseSettings):
     model_store: str = Field(str(REPO_ROOT / "models"), description="folder or s3://bucket/prefix holding weights")
     model_cache_dir: Path | None = Field(None, description="local mirror of an s3:// model store")
     models_manifest: Path = REPO_ROOT / "configs" / "models.yaml"
+    models_mirror: str | None = Field(
+        None, description="replaces every model's download host: files come from <mirror>/<file> (http(s), s3://)"
+    )
 
     def open_model_store(self) -> ModelStore:
         return ModelStore(self.model_store, load_manifest(self.models_manifest), cache_dir=self.model_cache_dir)

