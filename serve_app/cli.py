@@ -86,9 +86,13 @@ def _models_pull(settings: Settings, args: argparse.Namespace) -> int:
         if outcome.error is not None:
             print(f"{'':<24}{outcome.error.message}")
     if not all(outcome.ok for outcome in outcomes):
+        where = (
+            f"add the files to the mirror {settings.models_mirror} (same layout as the store)"
+            if settings.models_mirror
+            else "set PORTRAIT_MODELS_MIRROR to a mirror of the store"
+        )
         print(
-            "without internet: set PORTRAIT_MODELS_MIRROR to a mirror of the store, or copy each file to the path "
-            "above by hand (`portrait models list` checks it)",
+            f"without internet: {where}, or copy each file by hand to the path above (`portrait models list` checks)",
             file=sys.stderr,
         )
         return 0 if args.best_effort else 1
