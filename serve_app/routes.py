@@ -18,6 +18,8 @@ from serve_app.bucket.webhook import install_event_routes
 from serve_app.errors import install_error_handlers
 from serve_app.jobs import job_context, parse_job_params, run_job
 from serve_app.jobs.faces import find_faces
+from serve_app.openai_api import openai_model_list
+from serve_app.openai_api import router as plain_language_routes
 from serve_app.schemas import ErrorOut, FacesOut, HealthOut
 from serve_app.settings import Settings, get_settings
 from serve_app.uploads import read_upload
@@ -80,6 +82,7 @@ def create_api() -> FastAPI:
     install_error_handlers(api)
     install_event_routes(api)
     install_web_page(api)
+    api.include_router(plain_language_routes)  # /v1/instructions and the OpenAI-compatible routes
 
     @api.get("/healthz", response_model=HealthOut, tags=["operations"])
     async def healthz(request: Request) -> HealthOut:
@@ -92,11 +95,12 @@ def create_api() -> FastAPI:
 
     @api.get("/v1/models", tags=["operations"])
     async def list_models(request: Request) -> dict:
-        """Every model in the manifest, with the state the serving replicas see."""
+        """Every model in the manifest, with the state the serving replicas see (``models``), and the same as an
+        OpenAI model list (``data``: the ids a client may send as ``model``)."""
         deployments = await _backend(request).health()
         seen = {model["name"]: model for report in deployments.values() for model in report.get("models", [])}
         manifest = _settings(request).open_model_store().manifest
-        return {
+        return openai_model_list(manifest, job_context(_settings(request))) | {
             "models": [
                 {
                     "name": spec.name,

@@ -1,0 +1,47 @@
+"""How plain-language requests are read, as the Serve YAML's ``args: {instructions: ...}`` writes it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+
+class LlmOptions(BaseModel):
+    """An OpenAI-compatible chat endpoint: a vLLM server (``vllm serve MODEL``) or a ``ray.serve.llm`` app."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=())
+
+    base_url: str = Field(description="the endpoint's /v1 root, e.g. http://127.0.0.1:8001/v1")
+    model: str = Field(description="the model name the endpoint serves, e.g. Qwen/Qwen2.5-1.5B-Instruct")
+    timeout_s: float = Field(8.0, gt=0, le=120, description="past this the rules answer instead")
+    api_key: SecretStr | None = Field(None, description="sent as a bearer token when set")
+    # How the JSON schema is sent: OpenAI's response_format (vLLM supports it), vLLM's guided_json (before 0.12), or
+    # vLLM's structured_outputs (0.12 and later).
+    structured_output: Literal["response_format", "guided_json", "structured_outputs"] = "response_format"
+    max_tokens: int = Field(400, ge=16, le=4096)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be an http(s) URL, got {value!r}")
+        return value.rstrip("/")
+
+
+class InstructionsConfig(BaseModel):
+    """The engine that reads prompts, and which remote images the OpenAI-compatible chat route may fetch."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: Literal["rules", "llm"] = "rules"
+    llm: LlmOptions | None = None
+    # Hosts whose http(s) image URLs the chat route fetches; empty (the default) accepts data: URLs only, "*" any host.
+    image_url_hosts: tuple[str, ...] = ()
+    image_fetch_timeout_s: float = Field(10.0, gt=0, le=120)
+
+    @model_validator(mode="after")
+    def _llm_needs_options(self) -> InstructionsConfig:
+        if self.engine == "llm" and self.llm is None:
+            raise ValueError("engine: llm needs an llm section (base_url, model)")
+        return self

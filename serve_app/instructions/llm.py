@@ -1,0 +1,191 @@
+"""The language-model engine: any OpenAI-compatible chat endpoint (vLLM, ``ray.serve.llm``) asked for one JSON object
+that must validate against the chosen job's own parameter model; the rules answer whenever it cannot.
+
+The JSON schema sent with the request is built from the same parameter models as the job routes (with the presets
+and styles this service has as ``enum``s), so a structured-output server (vLLM's guided decoding) can only produce
+a well-formed answer; the answer is still validated here, because not every endpoint enforces the schema. Any
+failure (unreachable, an HTTP error, past ``timeout_s``, not JSON, params the job refuses, "unclear") falls back
+to the rule engine, and the answer's ``engine`` (``rules-fallback``) and first note say why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+
+from deployments.common.errors import InvalidParameter
+from serve_app.instructions.config import LlmOptions
+from serve_app.instructions.interface import Instruction, InstructionUnclear, JobHint, check_prompt
+from serve_app.instructions.rules import RuleEngine
+from serve_app.instructions.vocabulary import Vocabulary
+from serve_app.jobs import JobContext, parse_job_params
+
+logger = logging.getLogger(__name__)
+
+ENGINE = "llm"
+FALLBACK_ENGINE = "rules-fallback"
+UNCLEAR = "unclear"
+_NOT_ASKED = ("return",)  # how the answer travels is the caller's choice, not the prompt's
+
+
+class LlmFailure(Exception):
+    """The model gave no usable answer; the message says why (it ends up in the answer's notes)."""
+
+
+class LlmEngine:
+    name = ENGINE
+
+    def __init__(self, options: LlmOptions, rules: RuleEngine, vocabulary: Vocabulary, context: JobContext) -> None:
+        self._options = options
+        self._rules = rules
+        self._vocabulary = vocabulary
+        self._context = context
+
+    async def interpret(self, prompt: str, hint: JobHint | None = None) -> Instruction:
+        text = check_prompt(prompt)
+        try:
+            answer = await asyncio.wait_for(asyncio.to_thread(self._ask, text, hint), self._options.timeout_s)
+            return self._instruction(answer, hint)
+        except (LlmFailure, TimeoutError) as exc:
+            reason = str(exc) or f"no answer within {self._options.timeout_s:g} s"
+        logger.warning("language model %s failed (%s): the rules answer", self._options.model, reason)
+        why = f"language model {self._options.model} failed ({reason}): answered by the rules"
+        try:
+            fallback = self._rules.interpret_now(text, hint)
+        except InstructionUnclear as exc:
+            raise InstructionUnclear(f"{exc.message} ({why})", details={**exc.details, "llm_error": reason}) from None
+        return dataclasses.replace(fallback, engine=FALLBACK_ENGINE, notes=(why, *fallback.notes))
+
+    def answer_schema(self, hint: JobHint | None = None) -> dict[str, Any]:
+        """One object per job (``{"task": job, "params": {...}}``) or ``{"task": "unclear", "reason": "..."}``."""
+        tasks = [hint.task] if hint else list(self._vocabulary.tasks)
+        branches = [
+            {
+                "type": "object",
+                "properties": {"task": {"const": task}, "params": self._params_schema(task)},
+                "required": ["task", "params"],
+                "additionalProperties": False,
+            }
+            for task in tasks
+        ]
+        branches.append(
+            {
+                "type": "object",
+                "properties": {"task": {"const": UNCLEAR}, "reason": {"type": "string"}},
+                "required": ["task", "reason"],
+                "additionalProperties": False,
+            }
+        )
+        return {"anyOf": branches}
+
+    def system_prompt(self, hint: JobHint | None = None) -> str:
+        specs = "; ".join(
+            f"{slug} = {spec.name} / {spec.name_en}" + (f" ({', '.join(spec.aliases)})" if spec.aliases else "")
+            for slug, spec in self._context.id_specs.items()
+        )
+        lines = [
+            "You turn a user's request about a portrait photo into one job for an image service. Answer with one JSON "
+            'object only, following the schema: {"task": job, "params": {...}}, or {"task": "unclear", '
+            '"reason": "..."} when the request names no job or several. Never guess a job.',
+            "Jobs: restore = repair/sharpen an old or blurry photo, optionally upscale (修复, 老照片, 放大); "
+            "idphoto = an ID/passport/visa photo to a standard size and background (证件照, 一寸, 蓝底); "
+            "cartoon = turn the photo into a cartoon style (卡通, 动漫, 素描).",
+            "Put in params only the options the user asked for; leave everything else out.",
+            f"ID-photo presets (idphoto spec): {specs}.",
+            "Backgrounds: white, blue, red, black, dark-blue, light-gray, transparent or #rrggbb (蓝底 = blue, "
+            "白底 = white, 红底 = red). Layouts for a print sheet: 6inch (6寸相纸), 5inch, a4. File size: max_kb, "
+            "min_kb (不超过50KB = max_kb 50).",
+            f"Cartoon styles: {', '.join(self._context.cartoon_styles)}.",
+        ]
+        if hint:
+            lines.append(f"The user already chose the job {hint.task}; answer with that job.")
+        return "\n".join(lines)
+
+    def _params_schema(self, task: str) -> dict[str, Any]:
+        schema = self._vocabulary.models[task].model_json_schema(by_alias=True)
+        properties = {name: value for name, value in schema.get("properties", {}).items() if name not in _NOT_ASKED}
+        choices = {"spec": sorted(self._context.id_specs), "style": list(self._context.cartoon_styles)}
+        for name, values in choices.items():
+            if name in properties:
+                properties[name] = {"enum": values, "description": properties[name].get("description", name)}
+        return {"type": "object", "properties": properties, "additionalProperties": False}
+
+    def _ask(self, prompt: str, hint: JobHint | None) -> Any:
+        """One chat completion (blocking; run in a worker thread), its message content parsed as JSON."""
+        options = self._options
+        schema = self.answer_schema(hint)
+        body: dict[str, Any] = {
+            "model": options.model,
+            "messages": [
+                {"role": "system", "content": self.system_prompt(hint)},
+                {"role": "user", "content": prompt},
+            ],
+            "temperature": 0,
+            "max_tokens": options.max_tokens,
+        }
+        if options.structured_output == "response_format":
+            body["response_format"] = {"type": "json_schema", "json_schema": {"name": "portrait_job", "schema": schema}}
+        elif options.structured_output == "guided_json":
+            body["guided_json"] = schema
+        else:
+            body["structured_outputs"] = {"json": schema}
+        headers = {"Content-Type": "application/json"}
+        if options.api_key is not None:
+            headers["Authorization"] = f"Bearer {options.api_key.get_secret_value()}"
+        request = urllib.request.Request(
+            f"{options.base_url}/chat/completions", data=json.dumps(body).encode("utf-8"), headers=headers
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=options.timeout_s) as reply:
+                payload = json.loads(reply.read())
+        except urllib.error.HTTPError as exc:
+            raise LlmFailure(f"HTTP {exc.code} from {options.base_url}") from None
+        except urllib.error.URLError as exc:
+            raise LlmFailure(f"{options.base_url} unreachable: {exc.reason}") from None
+        except TimeoutError:
+            raise LlmFailure(f"no answer within {options.timeout_s:g} s") from None
+        except json.JSONDecodeError:
+            raise LlmFailure("the endpoint's reply is not JSON") from None
+        try:
+            content = payload["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            raise LlmFailure("the reply has no choices[0].message.content") from None
+        try:
+            return json.loads(content)
+        except (json.JSONDecodeError, TypeError):
+            raise LlmFailure(f"the model's answer is not JSON: {str(content)[:80]!r}") from None
+
+    def _instruction(self, answer: Any, hint: JobHint | None) -> Instruction:
+        if not isinstance(answer, Mapping) or not isinstance(answer.get("task"), str):
+            raise LlmFailure("the model's answer has no task")
+        task = answer["task"]
+        if task == UNCLEAR:
+            raise LlmFailure(f"the model found no single job: {answer.get('reason', '')}")
+        if task not in self._vocabulary.models:
+            raise LlmFailure(f"the model named an unknown job {task!r}")
+        if hint is not None and task != hint.task:
+            raise LlmFailure(f"the model chose job {task}, the caller {hint.task}")
+        params = answer.get("params", {})
+        if not isinstance(params, Mapping):
+            raise LlmFailure("the model's params are not an object")
+        fields = {**(hint.params if hint else {}), **self._asked(task, params)}
+        try:
+            validated = parse_job_params(task, fields, self._context)
+        except InvalidParameter as exc:
+            raise LlmFailure(f"the model's params are invalid: {exc.message}") from None
+        return Instruction(task=task, params=validated, engine=ENGINE, notes=(f"read by {self._options.model}",))
+
+    def _asked(self, task: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Leave out what a model fills in without being asked: values equal to the default, nulls, ``return``."""
+        fields = self._vocabulary.models[task].model_fields
+        return {
+            name: value
+            for name, value in params.items()
+            if name not in _NOT_ASKED and value is not None and not (name in fields and fields[name].default == value)
+        }

@@ -1,0 +1,275 @@
+"""The built-in instruction engine: phrases and number patterns, no model. Fast, deterministic, data-driven.
+
+A prompt is read in three steps. (1) Every phrase of the :class:`Vocabulary` and every number pattern (upscale
+factors, file-size limits, sizes, DPI, hex colours, "<option> <number>") proposes what it matched; where proposals
+overlap the longest wins (小一寸 over 一寸, "6寸相纸" the layout over nothing). (2) The job is the one job the
+proposals name (a job phrase, or an option only that job has: 蓝底 is an ID-photo option); none or several is a
+refusal, never a guess. (3) The options go through the job's own parameter model, so the answer is always valid.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from deployments.common.errors import InvalidParameter
+from serve_app.instructions.interface import Instruction, InstructionUnclear, JobHint, check_prompt
+from serve_app.instructions.vocabulary import Vocabulary, normalize
+from serve_app.jobs import JobContext, parse_job_params
+
+ENGINE = "rules"
+_CN_DIGITS = {"一": 1, "二": 2, "两": 2, "俩": 2, "三": 3, "四": 4, "五": 5, "六": 6, "八": 8, "十": 10}
+_NUMBER = r"(\d+(?:\.\d+)?|[一二两俩三四五六八十])"
+_KB_UNIT = r"(kb|k|千字节|mb|m|兆)(?![a-z])"
+_KB_AT_MOST = r"不超过|不大于|不高于|不能超过|小于|低于|少于|最大|最多|上限|under|below|less than|smaller than|at most"
+_KB_AT_MOST += r"|max(?:imum)?|no more than|not more than|up to|within|<=?|≤"
+_KB_AT_LEAST = r"不小于|不低于|不少于|大于|高于|至少|最小|下限|at least|more than|over|above|min(?:imum)?|>=?|≥"
+_KB_AT_MOST_AFTER = r"以内|以下|之内|内|or less|or smaller|max"
+_KB_AT_LEAST_AFTER = r"以上|or more|or larger|min"
+_SIZE_UNITS = {"px": 1.0, "像素": 1.0, "mm": 1.0, "毫米": 1.0, "cm": 10.0, "厘米": 10.0, "in": 25.4, "inch": 25.4}
+_SIZE_UNITS |= {"inches": 25.4, "英寸": 25.4}
+_EDGE_BEFORE = r"(?<![a-z0-9.])"  # numbers stand alone on their ASCII side; Chinese text around them is fine
+_EDGE_AFTER = r"(?![a-z0-9.])"
+_SMALLEST_PX = 100  # a size below this without a unit is millimetres: no ID photo is under 100 px
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one stretch of the prompt says: the jobs it points to (empty: none) and the options it sets."""
+
+    start: int
+    end: int
+    text: str
+    tasks: frozenset[str]
+    values: Mapping[str, Any] = field(default_factory=dict)
+    reading: str = ""  # how a number was read, when that is not obvious ("50KB" as an upper limit)
+    weak: bool = False  # a default reading ("放大" alone is 2x): yields to any other finding for the same option
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+    @property
+    def names_job_only(self) -> bool:
+        return bool(self.tasks) and not self.values
+
+
+class RuleEngine:
+    """Reads prompts with a :class:`Vocabulary`; ``interpret_now`` is the synchronous form (start-up, the CLI)."""
+
+    name = ENGINE
+
+    def __init__(self, vocabulary: Vocabulary, context: JobContext) -> None:
+        self._vocabulary = vocabulary
+        self._context = context
+
+    async def interpret(self, prompt: str, hint: JobHint | None = None) -> Instruction:
+        return self.interpret_now(prompt, hint)
+
+    def interpret_now(self, prompt: str, hint: JobHint | None = None) -> Instruction:
+        text = normalize(check_prompt(prompt))
+        findings = _choose(self._proposals(text))
+        task = _decide_task(findings, hint)
+        fields, notes = _fields_for(task, findings, hint)
+        notes += _apply_implied(self._vocabulary, task, fields)
+        try:
+            params = parse_job_params(task, fields, self._context)
+        except InvalidParameter as exc:
+            raise InvalidParameter(
+                f"understood job {task} with {fields}, which it refuses: {exc.message}",
+                details={**exc.details, "task": task, "params": fields, "notes": notes},
+            ) from None
+        return Instruction(task=task, params=params, engine=ENGINE, notes=tuple(notes))
+
+    def _proposals(self, text: str) -> list[Finding]:
+        vocabulary = self._vocabulary
+        found = [
+            Finding(match.start(), match.end(), match.group(0), phrase.tasks, phrase.values, phrase.reading)
+            for phrase in vocabulary.phrases
+            for match in phrase.pattern.finditer(text)
+        ]
+        for name in vocabulary.numbers:
+            for match in name.pattern.finditer(text):
+                number = _number(match.group(1)) / (100 if match.group(2) else 1)
+                found.append(Finding(match.start(), match.end(), match.group(0), name.tasks, {name.field: number}))
+        for extract in _EXTRACTORS:
+            for start, end, values, reading, weak in extract(text):
+                tasks = _owners(vocabulary, values)
+                if tasks is not None:
+                    found.append(Finding(start, end, text[start:end], tasks, values, reading, weak))
+        return found
+
+
+def _owners(vocabulary: Vocabulary, values: Mapping[str, Any]) -> frozenset[str] | None:
+    """The jobs that have every option in ``values``; None when no job has them all (the pattern does not apply)."""
+    owners = frozenset(vocabulary.tasks)
+    for name in values:
+        owners &= vocabulary.field_tasks.get(name, frozenset())
+    return owners or None
+
+
+def _choose(proposals: Iterable[Finding]) -> list[Finding]:
+    """Options before job names (an option names its job too: "US passport" in "US passport photo"), then the
+    longest, then the leftmost; a proposal overlapping one already chosen is dropped. In prompt order."""
+    chosen: list[Finding] = []
+    for finding in sorted(proposals, key=lambda f: (f.names_job_only, -f.length, f.start)):
+        if all(finding.end <= other.start or finding.start >= other.end for other in chosen):
+            chosen.append(finding)
+    return sorted(chosen, key=lambda f: f.start)
+
+
+def _decide_task(findings: list[Finding], hint: JobHint | None) -> str:
+    named: dict[str, list[str]] = {}
+    for finding in findings:
+        if len(finding.tasks) == 1:
+            named.setdefault(next(iter(finding.tasks)), []).append(finding.text)
+    if hint is not None:
+        task = hint.task
+    elif len(named) == 1:
+        task = next(iter(named))
+    elif not named:
+        raise InstructionUnclear(
+            "the prompt names no job: ask to restore a photo (修复, 老照片, 放大2倍), for an ID photo "
+            "(证件照, 一寸, 蓝底, US passport) or for a cartoon (卡通, 动漫, 素描)",
+            details={"understood": [finding.text for finding in findings]},
+        )
+    else:
+        listed = "; ".join(f"{name} ({', '.join(texts)})" for name, texts in named.items())
+        raise InstructionUnclear(
+            f"the prompt asks for several jobs: {listed}. One job per request: send them one at a time",
+            details={"tasks": named},
+        )
+    strays = [finding.text for finding in findings if finding.tasks and task not in finding.tasks]
+    if strays:
+        raise InstructionUnclear(
+            f"job {task} was chosen, but the prompt also asks for what it does not do: {', '.join(strays)}",
+            details={"task": task, "not_for_this_job": strays},
+        )
+    return task
+
+
+def _fields_for(task: str, findings: list[Finding], hint: JobHint | None) -> tuple[dict[str, Any], list[str]]:
+    """The options the findings set, in prompt order (a later mention replaces an earlier one), and notes saying
+    where each came from."""
+    named_by = [f'"{finding.text}"' for finding in findings if finding.names_job_only]
+    if hint is not None:
+        notes = [f"job {task}: chosen by the caller"]
+    elif named_by:
+        notes = [f"job {task}: named by {', '.join(named_by)}"]
+    else:
+        notes = [f"job {task}: the only job with the options asked for"]
+    fields: dict[str, Any] = dict(hint.params) if hint else {}
+    source = {name: "the caller's model" for name in fields}
+    strong = {name for finding in findings if not finding.weak for name in finding.values}
+    for finding in findings:
+        if not finding.tasks and finding.reading:
+            notes.append(f'ignored "{finding.text}": {finding.reading}')
+        for name, value in finding.values.items() if finding.tasks else ():
+            if finding.weak and name in strong:
+                continue
+            reading = f" ({finding.reading})" if finding.reading else ""
+            replaced = f", replacing {source[name]}" if name in source and fields[name] != value else ""
+            notes.append(f'{name} = {value} from "{finding.text}"{reading}{replaced}')
+            fields[name] = value
+            source[name] = f'"{finding.text}"'
+    return fields, notes
+
+
+def _apply_implied(vocabulary: Vocabulary, task: str, fields: dict[str, Any]) -> list[str]:
+    notes = []
+    for rule in vocabulary.implied:
+        applies = all(fields.get(name) == value for name, value in rule.when.items())
+        targets = {name: value for name, value in rule.then.items() if name not in fields}
+        if applies and targets and all(name in vocabulary.models[task].model_fields for name in targets):
+            fields.update(targets)
+            notes.extend(f"{name} = {value}: {rule.because}" for name, value in targets.items())
+    return notes
+
+
+def _number(text: str) -> float | int:
+    if text in _CN_DIGITS:
+        return _CN_DIGITS[text]
+    return float(text) if "." in text else int(text)
+
+
+# --- number patterns ------------------------------------------------------------------------------------------------
+
+
+class Extraction(NamedTuple):
+    start: int
+    end: int
+    values: dict[str, Any]
+    reading: str = ""
+    weak: bool = False
+
+
+def _found(match: re.Match[str], values: dict[str, Any], reading: str = "", weak: bool = False) -> Extraction:
+    return Extraction(match.start(), match.end(), values, reading, weak)
+
+
+def _upscale(text: str) -> Iterable[Extraction]:
+    verb = r"(?:放大|超分辨率|超分|upscale|enlarge|scale up|upsample|magnify)"
+    factor = rf"{_NUMBER}\s*(?:倍|x|×|times|fold)?"
+    for match in re.finditer(rf"{verb}\s*(?:by|to|至|到|成|为)?\s*{factor}", text):
+        if match.group(0).startswith("放大") and match.group(1) == "一" and "倍" in match.group(0):
+            yield _found(match, {"upscale": 2}, "放大一倍 is twice the size")
+        else:
+            yield _found(match, {"upscale": _number(match.group(1))})
+    for match in re.finditer(rf"{_NUMBER}\s*倍\s*(?:放大|超分)?", text):
+        yield _found(match, {"upscale": _number(match.group(1))})
+    for match in re.finditer(rf"{_EDGE_BEFORE}(\d+)\s*[x×]{_EDGE_AFTER}|{_EDGE_BEFORE}[x×]\s*(\d+){_EDGE_AFTER}", text):
+        yield _found(match, {"upscale": int(match.group(1) or match.group(2))})
+    for match in re.finditer(r"(?<![a-z])(?:double|twice|quadruple)(?:\s+(?:the\s+)?(?:size|resolution))?", text):
+        yield _found(match, {"upscale": 4 if match.group(0).startswith("quad") else 2})
+    for match in re.finditer(verb, text):
+        yield _found(match, {"upscale": 2}, "no factor named: 2", weak=True)
+
+
+def _kilobytes(number: str, unit: str) -> int:
+    return round(float(number) * (1024 if unit in ("mb", "m", "兆") else 1))
+
+
+def _file_size(text: str) -> Iterable[Extraction]:
+    size = rf"(\d+(?:\.\d+)?)\s*{_KB_UNIT}"
+    for match in re.finditer(rf"(\d+)\s*(?:kb|k)?\s*(?:-|~|到|至|to)\s*{size}", text):
+        low, high, unit = match.group(1), match.group(2), match.group(3)
+        yield _found(match, {"min_kb": _kilobytes(low, unit), "max_kb": _kilobytes(high, unit)})
+    bounds = (("max_kb", _KB_AT_MOST, _KB_AT_MOST_AFTER), ("min_kb", _KB_AT_LEAST, _KB_AT_LEAST_AFTER))
+    for limit, words, after in bounds:
+        for match in re.finditer(rf"(?:{words})\s*{size}|{size}\s*(?:{after})", text):
+            number, unit = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+            yield _found(match, {limit: _kilobytes(number, unit)})
+    for match in re.finditer(r"(\d+(?:\.\d+)?)\s*(kb|mb)(?![a-z])", text):
+        yield _found(match, {"max_kb": _kilobytes(match.group(1), match.group(2))}, "read as an upper limit", weak=True)
+
+
+def _size(text: str) -> Iterable[Extraction]:
+    units = "|".join(sorted(map(re.escape, _SIZE_UNITS), key=len, reverse=True))
+    pattern = rf"{_EDGE_BEFORE}(\d+(?:\.\d+)?)\s*[x×*]\s*(\d+(?:\.\d+)?)\s*(?:({units})(?![a-z]))?"
+    for match in re.finditer(pattern, text):
+        width, height, unit = float(match.group(1)), float(match.group(2)), match.group(3)
+        reading = ""
+        if unit is None:
+            unit = "px" if min(width, height) >= _SMALLEST_PX else "mm"
+            reading = f"no unit: read as {'pixels' if unit == 'px' else 'millimetres'}"
+        if unit in ("px", "像素"):
+            values = {"width_px": round(width), "height_px": round(height)}
+        else:
+            scale = _SIZE_UNITS[unit]
+            values = {"width_mm": round(width * scale, 2), "height_mm": round(height * scale, 2)}
+        yield _found(match, values, reading)
+
+
+def _dpi(text: str) -> Iterable[Extraction]:
+    for match in re.finditer(r"(\d+)\s*dpi(?![a-z])", text):
+        yield _found(match, {"dpi": int(match.group(1))})
+
+
+def _hex_colour(text: str) -> Iterable[Extraction]:
+    for match in re.finditer(r"#([0-9a-f]{6}|[0-9a-f]{3})(?![0-9a-z])", text):
+        yield _found(match, {"background": match.group(0)})
+
+
+_EXTRACTORS: tuple[Callable[[str], Iterable[Extraction]], ...] = (_upscale, _file_size, _size, _dpi, _hex_colour)

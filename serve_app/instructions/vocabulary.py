@@ -1,0 +1,215 @@
+"""What the rule engine can recognise, built from data: the job registry's parameter models, the ID-photo presets and
+cartoon styles of the ``JobContext``, and the phrase list ``lexicon.yaml``.
+
+Nothing here lists a preset, a style or a model by name: a preset added to ``configs/id_specs.yaml``, a style added
+to the manifest or a model added to ``RestoreParams.model`` is recognised by its own name with no code change, and a
+lexicon entry for an option the running service lacks is left out.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from deployments.common.errors import InternalError
+from deployments.common.params import JobParams
+from serve_app.jobs import JOBS, JobContext, JobKind
+
+LEXICON_PATH = Path(__file__).with_name("lexicon.yaml")
+_ASCII_WORD = re.compile(r"[a-z0-9]")
+_SEPARATORS = re.compile(r"[\s_\-]+")
+
+
+@dataclass(frozen=True)
+class Implied:
+    """Options that come with others: ``then`` is set when every ``when`` value was asked for and ``then`` was not."""
+
+    when: Mapping[str, Any]
+    then: Mapping[str, Any]
+    because: str
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    """``lexicon.yaml``: job phrases, option phrases (field -> value -> phrases), number names, phrases to ignore,
+    implied options."""
+
+    tasks: Mapping[str, tuple[str, ...]]
+    options: Mapping[str, Mapping[Any, tuple[str, ...]]]
+    numbers: Mapping[str, tuple[str, ...]]
+    ignore: tuple[str, ...]
+    implied: tuple[Implied, ...] = ()
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """A phrase and what it means: a job (no ``values``), an option value for the jobs that have that option, or
+    nothing (``tasks`` empty; ``reading`` then says why, when it names an option this service lacks)."""
+
+    text: str
+    tasks: frozenset[str]
+    pattern: re.Pattern[str]
+    values: Mapping[str, Any] = field(default_factory=dict)
+    reading: str = ""
+
+
+@dataclass(frozen=True)
+class NumberName:
+    """How people name a numeric option; ``pattern`` captures the number that follows the name."""
+
+    field: str
+    tasks: frozenset[str]
+    pattern: re.Pattern[str]
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    phrases: tuple[Phrase, ...]
+    numbers: tuple[NumberName, ...]
+    field_tasks: Mapping[str, frozenset[str]]  # option -> the jobs whose parameter model has it
+    tasks: tuple[str, ...]
+    models: Mapping[str, type[JobParams]]  # job -> its parameter model
+    implied: tuple[Implied, ...] = ()
+
+
+def normalize(text: str) -> str:
+    """The form prompts and phrases are matched in: NFKC (full-width digits and letters become ASCII), lower case."""
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+def phrase_pattern(text: str) -> re.Pattern[str]:
+    """Match ``text`` in a normalized prompt: whole words at ASCII edges, spaces/hyphens/underscores interchangeable."""
+    words = [re.escape(word) for word in _SEPARATORS.split(normalize(text).strip()) if word]
+    body = r"[\s_\-]*".join(words)
+    start = r"(?<![a-z0-9])" if _ASCII_WORD.match(words[0][0]) else ""
+    end = r"(?![a-z0-9])" if _ASCII_WORD.match(words[-1][-1]) else ""
+    return re.compile(start + body + end)
+
+
+def enum_values(model: type[JobParams], field: str) -> tuple[Any, ...]:
+    """The ``Literal`` values of ``field`` in ``model``'s JSON schema (also inside ``anyOf``); empty when not one."""
+    schema = model.model_json_schema(by_alias=True).get("properties", {}).get(field)
+    if schema is None:
+        return ()
+    values: list[Any] = []
+    for part in [schema, *schema.get("anyOf", [])]:
+        values.extend(part.get("enum", ()))
+        if "const" in part:
+            values.append(part["const"])
+    return tuple(dict.fromkeys(values))
+
+
+def numeric_fields(model: type[JobParams]) -> tuple[str, ...]:
+    """Options that take a free number (not a ``Literal``): ``max_faces``, ``blend``, ``dpi``..."""
+    names = []
+    for name, schema in model.model_json_schema(by_alias=True).get("properties", {}).items():
+        types = {part.get("type") for part in [schema, *schema.get("anyOf", [])]}
+        if types & {"number", "integer"} and not enum_values(model, name):
+            names.append(name)
+    return tuple(names)
+
+
+@lru_cache(maxsize=4)
+def load_lexicon(path: Path = LEXICON_PATH) -> Lexicon:
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return Lexicon(
+        tasks={task: tuple(map(str, phrases)) for task, phrases in raw["tasks"].items()},
+        options={
+            field: {value: tuple(map(str, phrases)) for value, phrases in values.items()}
+            for field, values in raw["options"].items()
+        },
+        numbers={field: tuple(map(str, names)) for field, names in raw["numbers"].items()},
+        ignore=tuple(map(str, raw.get("ignore", ()))),
+        implied=tuple(Implied(rule["if"], rule["then"], rule["because"]) for rule in raw.get("implied", ())),
+    )
+
+
+def build_vocabulary(
+    context: JobContext, lexicon: Lexicon | None = None, jobs: Mapping[str, JobKind] = JOBS
+) -> Vocabulary:
+    lexicon = lexicon or load_lexicon()
+    unknown = set(lexicon.tasks) - set(jobs)
+    if unknown:
+        raise InternalError(f"lexicon names jobs the registry lacks: {sorted(unknown)}")
+    models = {task: kind.params_model for task, kind in jobs.items()}
+    field_tasks = _field_tasks(models)
+    phrases: list[Phrase] = []
+
+    def add(texts: Iterable[str], tasks: frozenset[str], values: Mapping[str, Any], reading: str = "") -> None:
+        for text in dict.fromkeys(texts):
+            phrases.append(Phrase(normalize(text), tasks, phrase_pattern(text), values, reading))
+
+    for task, texts in lexicon.tasks.items():
+        add(texts, frozenset({task}), {})
+    add(lexicon.ignore, frozenset(), {})
+    for name, values in lexicon.options.items():
+        for value, texts in values.items():
+            if name in field_tasks and _offered(models, context, name, value):
+                add(texts, field_tasks[name], {name: value})
+    for name, texts in lexicon.numbers.items():
+        if name not in field_tasks:
+            add(texts, frozenset(), {}, f"{name} is not an option of this service")
+    if "spec" in field_tasks:
+        for slug, spec in context.id_specs.items():
+            add([slug, spec.name, spec.name_en, *spec.aliases], field_tasks["spec"], {"spec": slug})
+    if "style" in field_tasks:
+        for style in context.cartoon_styles:
+            add([style], field_tasks["style"], {"style": style})
+    for task, model in models.items():
+        for alias, model_id in _model_aliases(model).items():
+            add([alias], frozenset({task}), {"model": model_id})
+    numbers = [
+        NumberName(field, field_tasks[field], _number_pattern([field, *lexicon.numbers.get(field, ())]))
+        for field in dict.fromkeys(name for model in models.values() for name in numeric_fields(model))
+    ]
+    return Vocabulary(tuple(phrases), tuple(numbers), field_tasks, tuple(jobs), models, lexicon.implied)
+
+
+def _field_tasks(models: Mapping[str, type[JobParams]]) -> dict[str, frozenset[str]]:
+    owners: dict[str, set[str]] = {}
+    for task, model in models.items():
+        for name in model.model_json_schema(by_alias=True).get("properties", {}):
+            owners.setdefault(name, set()).add(task)
+    return {name: frozenset(tasks) for name, tasks in owners.items()}
+
+
+def _offered(models: Mapping[str, type[JobParams]], context: JobContext, field: str, value: Any) -> bool:
+    """Whether some job takes ``value`` for ``field``: its ``Literal`` values, or the context's presets and styles."""
+    from_context = {"spec": tuple(context.id_specs), "style": context.cartoon_styles}
+    if field in from_context:
+        return value in from_context[field]
+    choices = {choice for model in models.values() for choice in enum_values(model, field)}
+    return not choices or value in choices
+
+
+def _model_aliases(model: type[JobParams]) -> dict[str, str]:
+    """Names for each value of a job's ``model`` option: the id, its family (``gpen``: the default model when it is one
+    of the family, else the first), and family plus size or version (``gpen 256``)."""
+    ids = enum_values(model, "model")
+    if not ids:
+        return {}
+    default = model.model_fields["model"].default
+    aliases: dict[str, str] = {}
+    for model_id in ids:
+        tokens = str(model_id).split("-")
+        family = tokens[0]
+        aliases[str(model_id)] = model_id
+        if len(tokens) > 1:
+            aliases.setdefault(f"{family} {tokens[-1]}", model_id)
+        if family not in aliases or model_id == default:
+            aliases[family] = model_id
+    return aliases
+
+
+def _number_pattern(names: Iterable[str]) -> re.Pattern[str]:
+    """``<name> [=:为是 to of] <number>[%]``, any of the names, longest first."""
+    bodies = sorted({phrase_pattern(name).pattern for name in names}, key=len, reverse=True)
+    joiner = r"\s*(?:=|:|为|是|设为|设置为|调到|调成|to|of|at)?\s*"
+    return re.compile(rf"(?:{'|'.join(bodies)}){joiner}(\d+(?:\.\d+)?)\s*(%?)")
