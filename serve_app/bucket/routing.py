@@ -5,7 +5,8 @@ A route (``BucketRoute`` at the wire: the ``routes`` list of the runner's ``user
 ``build_routing_table`` validates every route at start-up: the task exists, the default params pass the same
 pydantic models as HTTP, and no route's output can trigger an input route (a loop that would process its own
 results forever). Per-object options come from the ``x-amz-meta-portrait-params`` user metadata (JSON), merged
-over the route's defaults and validated by the same models.
+over the route's defaults and validated by the same models. A route may say what it wants in plain language
+(``prompt: 蓝底一寸证件照``) instead of ``task`` + ``params``: the rule engine reads it once, at start-up.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from deployments.common.errors import InvalidParameter
+from deployments.common.errors import InputError, InvalidParameter
 from deployments.common.params import JobParams
+from serve_app.instructions import rule_engine
 from serve_app.jobs import JOBS, JobContext, parse_job_params
 from storage.base import Location, StoreSettings, parse_location
 
@@ -38,14 +40,21 @@ class BucketRoute(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     input: str = Field(description="s3://bucket/prefix, or a local folder (relative to the buckets root)")
     output: str = Field(description="s3://bucket/prefix, or a local folder; results, metadata and _errors/ go here")
-    task: str = Field(description="a job name: restore, idphoto, cartoon...")
-    params: dict[str, Any] = Field(default_factory=dict, description="default job params, as in the HTTP API")
+    task: str | None = Field(None, description="a job name: restore, idphoto, cartoon... (or give a prompt)")
+    prompt: str | None = Field(None, description="the job in plain language instead of a task, e.g. 蓝底一寸证件照")
+    params: dict[str, Any] = Field(default_factory=dict, description="default job params (over the prompt's)")
     suffixes: tuple[str, ...] = Field(DEFAULT_SUFFIXES, description="key suffixes that trigger (case-insensitive)")
     event_bucket: str | None = Field(
         None, description="bucket name events carry for a local-folder input (default: the folder's name)"
     )
     poll: bool | None = Field(None, description="list the input every poll interval (default: local folders only)")
     store: StoreSettings = Field(default_factory=StoreSettings)
+
+    @model_validator(mode="after")
+    def _task_or_prompt(self) -> BucketRoute:
+        if (self.task is None) == (self.prompt is None):
+            raise ValueError("give a task (with params) or a prompt, one of the two")
+        return self
 
 
 @dataclass(frozen=True)
@@ -123,6 +132,8 @@ def build_routing_table(
 
 
 def resolve_route(spec: BucketRoute, context: JobContext, *, base_dir: Path | None = None) -> Route:
+    if spec.prompt is not None:
+        spec = _from_prompt(spec, context)
     if spec.task not in JOBS:
         raise InvalidParameter(f"route {spec.name!r}: unknown task {spec.task!r}; tasks: {', '.join(sorted(JOBS))}")
     try:
@@ -148,6 +159,16 @@ def resolve_route(spec: BucketRoute, context: JobContext, *, base_dir: Path | No
         poll=spec.poll if spec.poll is not None else source.scheme == "file",
         store=spec.store,
     )
+
+
+def _from_prompt(spec: BucketRoute, context: JobContext) -> BucketRoute:
+    """The route with the task and params its prompt asks for (the route's own params win)."""
+    try:
+        instruction = rule_engine(context).interpret_now(spec.prompt or "")
+    except InputError as exc:
+        raise type(exc)(f"route {spec.name!r}: prompt: {exc.message}", details=exc.details) from None
+    fields = {**instruction.fields(), **spec.params}
+    return spec.model_copy(update={"task": instruction.task, "prompt": None, "params": fields})
 
 
 def object_params(route: Route, user_metadata: Mapping[str, str], context: JobContext) -> JobParams:
