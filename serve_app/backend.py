@@ -15,13 +15,13 @@ from deployments.cartoon.types import StyleJob, Stylized
 from deployments.common.engine import EngineInfo
 from deployments.common.weights import ModelSpec
 from deployments.faces.types import Face
-from deployments.idphoto.matte import MATTE_MODEL, LowResMatte
+from deployments.idphoto.matte import MATTE_MODELS, LowResMatte, Matting
 from deployments.restore.types import RestoredFace
 
 
-def matte_engine_info(manifest: Mapping[str, ModelSpec]) -> EngineInfo:
-    """The segmentation engine behind ``Backend.segment_portrait``, as results report it."""
-    spec = manifest[MATTE_MODEL]
+def matte_engine_info(manifest: Mapping[str, ModelSpec], matting: Matting) -> EngineInfo:
+    """The matting engine behind ``Backend.segment_portrait`` in ``matting`` mode, as results report it."""
+    spec = manifest[MATTE_MODELS[matting]]
     return EngineInfo(spec.engine, neural=True, weights=spec.name, sha256=spec.sha256)
 
 
@@ -41,14 +41,14 @@ class Backend(Protocol):
         """The alignment template the restorer of ``model`` expects (e.g. ``gpen-512``)."""
         ...
 
-    async def segment_portrait(self, image: np.ndarray) -> LowResMatte: ...
+    async def segment_portrait(self, image: np.ndarray, matting: Matting) -> LowResMatte: ...
 
     async def stylize_head(self, job: StyleJob) -> Stylized: ...
 
     async def stylize_background(self, job: StyleJob) -> Stylized: ...
 
-    def matte_engine(self) -> EngineInfo:
-        """The segmentation engine and weights behind ``segment_portrait``."""
+    def matte_engine(self, matting: Matting) -> EngineInfo:
+        """The matting engine and weights behind ``segment_portrait`` in ``matting`` mode."""
         ...
 
     async def health(self) -> dict[str, dict[str, Any]]: ...

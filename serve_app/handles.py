@@ -22,7 +22,7 @@ from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter, Overloaded
 from deployments.common.weights import ModelSpec
 from deployments.faces.types import Face
-from deployments.idphoto.matte import LowResMatte
+from deployments.idphoto.matte import MATTING_MODES, LowResMatte, MatteRequest, Matting
 from deployments.restore.types import RestoredFace
 from serve_app.backend import matte_engine_info, restore_template
 
@@ -60,7 +60,7 @@ class HandleBackend:
         self._cartoon_background = stages.cartoon_background
         self._restorers = dict(stages.restorers)
         self._restore_templates = {name: restore_template(manifest, name) for name in self._restorers}
-        self._matte_engine = matte_engine_info(manifest)
+        self._matte_engines = {mode: matte_engine_info(manifest, mode) for mode in MATTING_MODES}
         self._probes = stages.probes()
 
     async def analyze_faces(self, image: np.ndarray) -> list[Face]:
@@ -69,8 +69,8 @@ class HandleBackend:
     async def restore_face(self, crop: np.ndarray, model: str) -> RestoredFace:
         return await call_deployment(self._pick(self._restorers, model).restore, crop)
 
-    async def segment_portrait(self, image: np.ndarray) -> LowResMatte:
-        return await call_deployment(self._matter.segment, image)
+    async def segment_portrait(self, image: np.ndarray, matting: Matting) -> LowResMatte:
+        return await call_deployment(self._matter.segment, MatteRequest(image, matting))
 
     async def stylize_head(self, job: StyleJob) -> Stylized:
         return await call_deployment(self._cartoon_head.stylize, job)
@@ -78,8 +78,8 @@ class HandleBackend:
     async def stylize_background(self, job: StyleJob) -> Stylized:
         return await call_deployment(self._cartoon_background.stylize, job)
 
-    def matte_engine(self) -> EngineInfo:
-        return self._matte_engine
+    def matte_engine(self, matting: Matting) -> EngineInfo:
+        return self._matte_engines[matting]
 
     def restore_template(self, model: str) -> str:
         self._pick(self._restorers, model)  # refuses a model not deployed here

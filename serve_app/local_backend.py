@@ -24,7 +24,8 @@ from deployments.common.errors import InvalidParameter
 from deployments.common.weights import ModelStore
 from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalyzerEngine
 from deployments.faces.types import Face
-from deployments.idphoto.matte import MATTE_MODEL, LowResMatte, PortraitMatter
+from deployments.idphoto.matte import MATTING_MODES, LowResMatte, Matting
+from deployments.idphoto.matter import PortraitMatter
 from deployments.restore.params import RESTORE_MODELS
 from deployments.restore.restorer import FaceRestorerEngine
 from deployments.restore.types import RestoredFace
@@ -42,8 +43,8 @@ class LocalBackend:
         self._analyzer = FaceAnalyzerEngine(
             store.resolve("face-detect-short").parent, FaceAnalysisConfig(num_threads=num_threads)
         )
-        self._matter = PortraitMatter(store.resolve(MATTE_MODEL).parent, num_threads=num_threads)
-        self._matte_engine = matte_engine_info(store.manifest)
+        self._matter = PortraitMatter.from_store(store, num_threads=num_threads)
+        self._matte_engines = {mode: matte_engine_info(store.manifest, mode) for mode in MATTING_MODES}
         self._restorers: dict[str, FaceRestorerEngine] = {}
         self._cartoonizers: dict[ModelKind, CartoonEngine] = {}
 
@@ -59,8 +60,8 @@ class LocalBackend:
         self._restorer(model)  # refuses a model this backend does not run
         return restore_template(self._store.manifest, model)
 
-    async def segment_portrait(self, image: np.ndarray) -> LowResMatte:
-        return await asyncio.to_thread(self._matter.segment, image)
+    async def segment_portrait(self, image: np.ndarray, matting: Matting) -> LowResMatte:
+        return await asyncio.to_thread(self._matter.segment, image, matting)
 
     async def stylize_head(self, job: StyleJob) -> Stylized:
         (stylized,) = await asyncio.to_thread(self._cartoonizer("head").stylize, [job])
@@ -70,8 +71,8 @@ class LocalBackend:
         (stylized,) = await asyncio.to_thread(self._cartoonizer("background").stylize, [job])
         return stylized
 
-    def matte_engine(self) -> EngineInfo:
-        return self._matte_engine
+    def matte_engine(self, matting: Matting) -> EngineInfo:
+        return self._matte_engines[matting]
 
     async def health(self) -> dict[str, dict[str, Any]]:
         restorers = {name: engine.info.to_json() for name, engine in self._restorers.items()}

@@ -1,63 +1,69 @@
-"""``PortraitMatter``: selfie segmentation on CPU replicas, batched over photos. The only Ray code of this job.
+"""``PortraitMatter``: MODNet (default) and selfie matting, batched over photos from any request. The only Ray code
+of this job.
 
-It returns the coarse 256x256 matte with its affine (a few hundred KB); refinement happens at the small output
-resolution in the ID-photo pipeline, so full-resolution mattes never cross the object store.
+It returns each model's matte on its own small canvas with the affine back to the photo (MODNet: about 512x680
+float32, ~1.4 MB; selfie: 256x256); refinement and compositing happen at the small output resolution in the ID-photo
+pipeline, so full-resolution mattes never cross the object store. ``user_config``: the batch keys plus ``device``
+and ``autocast_dtype`` (``bfloat16`` on a GPU).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
-import numpy as np
 from ray import serve
 
 from deployments.common.deployment import (
     BATCH_DEFAULTS,
     apply_batch_config,
     batch_defaults,
-    limit_cpu_threads,
+    gpu_facts,
+    options_from,
     record_batch,
     replica_facts,
+    torch_threads,
 )
-from deployments.common.errors import InvalidParameter
 from deployments.common.settings import get_model_settings
-from deployments.idphoto.matte import MATTE_MODEL, LowResMatte
-from deployments.idphoto.matte import PortraitMatter as PortraitMatterEngine
-
-PROBE_IMAGE = np.full((64, 64, 3), 128, np.uint8)
+from deployments.idphoto.matte import MATTE_MODELS, LowResMatte, MatteRequest
+from deployments.idphoto.matter import MatterOptions
+from deployments.idphoto.matter import PortraitMatter as PortraitMatterEngine
 
 
 @serve.deployment(name="PortraitMatter")
 class PortraitMatter:
     def __init__(self) -> None:
-        limit_cpu_threads(1)
-        store = get_model_settings().open_model_store()
-        self._status = store.status(MATTE_MODEL)
-        self._engine = PortraitMatterEngine(store.resolve(MATTE_MODEL).parent, num_threads=1)
+        torch_threads(1)
+        self._store = get_model_settings().open_model_store()
+        self._engine = PortraitMatterEngine.from_store(self._store)
         self._batch = BATCH_DEFAULTS["PortraitMatter"]
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
-        self._batch, extra = apply_batch_config(self.segment, user_config, BATCH_DEFAULTS["PortraitMatter"])
-        if extra:
-            raise InvalidParameter(
-                f"unknown user_config keys {sorted(extra)}; allowed: max_batch_size, batch_wait_timeout_s"
-            )
+        self._batch, rest = apply_batch_config(self.segment, user_config, BATCH_DEFAULTS["PortraitMatter"])
+        options = options_from(MatterOptions, rest)
+        if options != self._engine.options:
+            self._engine = PortraitMatterEngine.from_store(self._store, options)
 
     @serve.batch(**batch_defaults("PortraitMatter"))
-    async def segment(self, images: list[np.ndarray]) -> list[LowResMatte]:
-        record_batch("PortraitMatter", len(images))
-        return await asyncio.to_thread(self._engine.segment_batch, images)
+    async def segment(self, requests: list[MatteRequest]) -> list[LowResMatte]:
+        record_batch("PortraitMatter", len(requests))
+        return await asyncio.to_thread(self._engine.segment_batch, requests)
 
     def check_health(self) -> None:
-        """Serve's periodic probe: the segmentation interpreter answers."""
-        self._engine.segment(PROBE_IMAGE)
+        """Serve's periodic probe: the selfie interpreter answers; on a GPU, a MODNet forward pass too."""
+        self._engine.probe()
+        gpu_facts("PortraitMatter")
 
     async def health(self) -> dict[str, Any]:
+        statuses = {mode: self._store.status(name) for mode, name in MATTE_MODELS.items()}
         return {
             "status": "ok",
-            "engine": self._status.spec.engine,
-            "models": [self._status.to_json()],
+            "engine": statuses["modnet"].spec.engine,
+            "engines": {mode: status.spec.engine for mode, status in statuses.items()},
+            "models": [status.to_json() for status in statuses.values()],
             "batch": self._batch.model_dump(),
+            "options": dataclasses.asdict(self._engine.options),
+            **gpu_facts("PortraitMatter"),
             **replica_facts(),
         }

@@ -47,6 +47,7 @@ class Framing:
     crown_out: tuple[float, float]
     crown_from_matte: bool
     crown_clipped: bool
+    cut_sides: tuple[str, ...]
     head_ratio_target: float
     top_ratio_target: float
     padding: dict[str, float]
@@ -54,6 +55,11 @@ class Framing:
     @property
     def upsampled(self) -> bool:
         return self.scale > 1.0
+
+    @property
+    def head_cropped_in_source(self) -> bool:
+        """The photo cuts the head: its crown lies above the top edge, or the hair runs into a side edge in view."""
+        return self.crown_clipped or bool(self.cut_sides)
 
 
 def eye_roll_deg(landmarks: np.ndarray) -> float:
@@ -83,9 +89,14 @@ def plan_framing(
     centre_x = float((eyes_up[:, 0].mean() + chin_up[0]) / 2.0)
     face_width = float(face.box[2] - face.box[0])
     crown_y, from_matte, clipped = find_crown_y(low, upright, centre_x, float(eyes_up[:, 1].mean()), face_width)
+    crown_from_face = float(eyes_up[:, 1].mean() - CROWN_FALLBACK_EYE_TO_CHIN * (chin_up[1] - eyes_up[:, 1].mean()))
     if not from_matte:
-        crown_y = float(eyes_up[:, 1].mean() - CROWN_FALLBACK_EYE_TO_CHIN * (chin_up[1] - eyes_up[:, 1].mean()))
+        crown_y = crown_from_face
         logger.info("matte missed the head; crown estimated from face proportions")
+    elif clipped:
+        # The crown lies above the photo: the matte's top is the photo's edge, not the head's. Face proportions
+        # place it better (never lower than the edge the hair already reaches).
+        crown_y = min(crown_y, crown_from_face)
     head_src = max(1.0, float(chin_up[1] - crown_y))
 
     width_out, height_out = spec.width_px, spec.height_px
@@ -98,6 +109,8 @@ def plan_framing(
             [[scale, 0.0, width_out / 2.0 - scale * centre_x], [0.0, scale, top_ratio * height_out - scale * crown_y]]
         )
         affine = compose_affine(to_output, upright)
+        if clipped:
+            affine = _below_source_top(affine, width_out)
         padding = padding_fractions(affine, (width_out, height_out), (width_src, height_src))
         cost = round(2.0 * padding["bottom"] + padding["top"] + padding["sides"], 4)
         if best is None or cost < best[0]:
@@ -106,7 +119,8 @@ def plan_framing(
             break
     _, affine, head_ratio, top_ratio, padding = best
     scale = float(np.hypot(affine[0, 0], affine[0, 1]))
-    crown_out = (width_out / 2.0, top_ratio * height_out)
+    crown_source = _apply(invert_affine(upright), np.array([[centre_x, crown_y]]))
+    crown_out = (float(_apply(affine, crown_source)[0, 0]), float(_apply(affine, crown_source)[0, 1]))
     return Framing(
         affine=affine,
         size_wh=(width_out, height_out),
@@ -118,10 +132,44 @@ def plan_framing(
         crown_out=crown_out,
         crown_from_matte=from_matte,
         crown_clipped=clipped,
+        cut_sides=visible_side_cuts(low, affine, (width_out, height_out), (crown_source[0, 1], float(face.chin[1]))),
         head_ratio_target=head_ratio,
         top_ratio_target=top_ratio,
         padding=padding,
     )
+
+
+def _below_source_top(affine: np.ndarray, width_out: int) -> np.ndarray:
+    """Shift the crop down just enough that its top edge lies inside the photo.
+
+    When the hair runs into the photo's top edge, padding above it would end the hair in a straight line against
+    the new background; starting the crop inside the photo lets the hair leave the frame as it does in the source.
+    """
+    inverse = invert_affine(affine)
+    # Source y of output point (u, v) is inverse[1, 0] * u + inverse[1, 1] * v + inverse[1, 2]; find v for y = 0.
+    shift = max(0.0, *(-(inverse[1, 0] * u + inverse[1, 2]) / inverse[1, 1] for u in (0.0, float(width_out))))
+    return affine - np.array([[0.0, 0.0, 0.0], [0.0, 0.0, shift]])
+
+
+def visible_side_cuts(
+    low: LowResMatte, affine: np.ndarray, size_wh: tuple[int, int], head_rows: tuple[float, float]
+) -> tuple[str, ...]:
+    """Sides (``left``, ``right``) where the head (rows crown to chin of the source) runs into the photo's edge at
+    a place the output shows: there the hair would end in a straight vertical line."""
+    height_src, width_src = low.source_shape
+    ys = np.linspace(max(0.0, head_rows[0]), min(height_src - 1.0, head_rows[1]), 24)
+    cuts = []
+    for side, x in (("left", 0.0), ("right", width_src - 1.0)):
+        points = np.stack([np.full_like(ys, x), ys], axis=1)
+        on_matte = _apply(low.affine, points).astype(np.float32)
+        alpha = cv2.remap(
+            low.alpha, on_matte[None, :, 0], on_matte[None, :, 1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        )[0]
+        out = _apply(affine, points)
+        shown = (out[:, 0] > 0.5) & (out[:, 0] < size_wh[0] - 0.5) & (out[:, 1] >= 0) & (out[:, 1] < size_wh[1])
+        if np.any(shown & (alpha >= MATTE_THRESHOLD)):
+            cuts.append(side)
+    return tuple(cuts)
 
 
 def find_crown_y(

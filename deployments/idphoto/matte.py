@@ -1,18 +1,24 @@
-"""Portrait matting: MediaPipe selfie segmentation at 256x256, refined where it matters.
+"""Portrait mattes: what the matting models return, and the refinement the ID photo applies at output size.
 
-The network runs once per photo on a letterboxed 256x256 copy (an affine map, so the matte maps back exactly). The
-coarse matte is then carried to the resolution that is actually needed (the small ID-photo crop, or the full frame
-for :meth:`PortraitMatter.matte`) and refined there with an edge-aware guided filter steered by the image, which
-restores hair and shoulder edges the 256 px matte blurs. Colour decontamination (:func:`estimate_foreground`)
-removes the old background's tint from edge pixels so a new background does not show a halo.
+Two models, one per ``matting`` mode (per request, or per bucket route):
+
+- ``modnet`` (default): MODNet photographic portrait matting at its reference size (short side 512); its matte keeps
+  hair strands and soft edges, so it is used as it is after one resampling to the output.
+- ``selfie`` (fast): MediaPipe selfie segmentation on a letterboxed 256x256 copy; its coarse matte is refined at the
+  output resolution by an edge-aware guided filter steered by the image.
+
+Either way the model's matte stays small (:class:`LowResMatte`: the matte on the model's canvas plus the affine
+that maps original pixels onto it), so it crosses the object store cheaply and maps back exactly. Colour
+decontamination (:func:`estimate_foreground`) removes the old background's tint from edge pixels so a new background
+does not show a halo. Torch-free (the ingress imports this); the models run in :mod:`deployments.idphoto.matter`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import cv2
 import numpy as np
@@ -21,32 +27,57 @@ from deployments.faces.tflite import TfliteModel
 
 logger = logging.getLogger(__name__)
 
-MATTE_MODEL = "selfie-segmentation"  # the manifest entry
-MODEL_FILE = "selfie_segmentation.tflite"
-MODEL_SIZE_PX = 256
+Matting = Literal["modnet", "selfie"]
+MATTING_MODES: tuple[Matting, ...] = ("modnet", "selfie")
+DEFAULT_MATTING: Matting = "modnet"
+# Manifest entry of each mode's model.
+MATTE_MODELS: dict[str, str] = {"modnet": "modnet", "selfie": "selfie-segmentation"}
+SELFIE_SIZE_PX = 256
 
 
 @dataclass(frozen=True, eq=False)
 class LowResMatte:
-    """The network's matte on its 256x256 letterboxed canvas plus the affine that maps original pixels onto it."""
+    """A model's matte on its own canvas, the affine that maps original pixels onto it, and the mode that made it."""
 
     alpha: np.ndarray
     affine: np.ndarray
     source_shape: tuple[int, int]
+    matting: Matting
 
     def warp_to(self, image_to_target: np.ndarray, size_wh: tuple[int, int]) -> np.ndarray:
         """The matte in a target frame given the ``original -> target`` affine (one resampling of a small array)."""
         low_to_target = compose_affine(image_to_target, invert_affine(self.affine))
         return cv2.warpAffine(
-            self.alpha, low_to_target, size_wh, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0.0
+            self.alpha, low_to_target, size_wh, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
         )
+
+    def matte_at(self, image_to_target: np.ndarray, size_wh: tuple[int, int], guide_rgb: np.ndarray) -> np.ndarray:
+        """The final float32 matte in a target frame whose pixels are ``guide_rgb``.
+
+        MODNet's matte is already fine-grained: it is only resampled. The selfie matte is coarse: the guided filter
+        snaps it to the edges of ``guide_rgb``.
+        """
+        warped = self.warp_to(image_to_target, size_wh)
+        if self.matting == "selfie":
+            return refine_matte(warped, guide_rgb)
+        return np.clip(warped, 0.0, 1.0)
+
+
+@dataclass(frozen=True, eq=False)
+class MatteRequest:
+    """One photo (HxWx3 uint8 RGB) for the matting deployment and the mode to matte it with."""
+
+    image: np.ndarray
+    matting: Matting = DEFAULT_MATTING
 
 
 def keep_subject(low: LowResMatte, point_xy: tuple[float, float]) -> LowResMatte:
     """Drop matte blobs not connected to the subject at ``point_xy`` (original pixels), e.g. a lamp or a poster.
 
-    The segmentation model marks person-like clutter (and faint haze below 0.5); on an ID photo anything detached
-    from the person is background. The kept region is dilated slightly and feathered so soft hair edges survive.
+    Models mark person-like clutter too (the selfie model also faint haze below 0.5); on an ID photo anything
+    detached from the person is background. Components are taken on the confident core (alpha >= 0.5); the kept
+    region is dilated (by 2 % of the canvas for MODNet, whose soft hair reaches further out than the selfie model's
+    blur) and feathered, so soft hair edges survive.
     """
     core = (low.alpha >= 0.5).astype(np.uint8)
     count, labels = cv2.connectedComponents(core, connectivity=8)
@@ -54,38 +85,32 @@ def keep_subject(low: LowResMatte, point_xy: tuple[float, float]) -> LowResMatte
     if not (0 <= x < core.shape[1] and 0 <= y < core.shape[0]) or labels[y, x] == 0:
         logger.debug("subject point is outside the matte; keeping every blob")
         return low
-    keep = cv2.dilate((labels == labels[y, x]).astype(np.uint8), np.ones((5, 5), np.uint8))
+    if count == 2:
+        return low  # the subject is the only blob
+    reach = 2 if low.matting == "selfie" else max(2, int(round(0.02 * max(core.shape))))
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * reach + 1, 2 * reach + 1))
+    keep = cv2.dilate((labels == labels[y, x]).astype(np.uint8), kernel)
     weight = cv2.GaussianBlur(keep.astype(np.float32), (5, 5), 0)
-    return LowResMatte(alpha=low.alpha * weight, affine=low.affine, source_shape=low.source_shape)
+    return LowResMatte(alpha=low.alpha * weight, affine=low.affine, source_shape=low.source_shape, matting=low.matting)
 
 
-class PortraitMatter:
-    """Holds the segmentation model (one interpreter per thread); no per-request state."""
+class SelfieSegmenter:
+    """MediaPipe selfie segmentation (one interpreter per thread); the ``selfie`` mode's model."""
 
-    def __init__(self, models_dir: Path | str, *, num_threads: int = 1) -> None:
-        self.model = TfliteModel(Path(models_dir) / MODEL_FILE, num_threads=num_threads)
+    def __init__(self, model_path: Path | str, *, num_threads: int = 1) -> None:
+        self.model = TfliteModel(Path(model_path), num_threads=num_threads)
 
     def segment(self, rgb: np.ndarray) -> LowResMatte:
         """Coarse person matte of a whole photo at 256x256; cost is independent of the photo size."""
-        small, affine = letterbox(rgb, MODEL_SIZE_PX)
+        small, affine = letterbox(rgb, SELFIE_SIZE_PX)
         tensor = (small.astype(np.float32) * (1.0 / 255.0))[None]
         alpha = self.model.run(tensor)[0][0, :, :, 0]
         return LowResMatte(
-            alpha=np.ascontiguousarray(alpha, dtype=np.float32), affine=affine, source_shape=rgb.shape[:2]
+            alpha=np.ascontiguousarray(alpha, dtype=np.float32),
+            affine=affine,
+            source_shape=rgb.shape[:2],
+            matting="selfie",
         )
-
-    def segment_batch(self, rgbs: Sequence[np.ndarray]) -> list[LowResMatte]:
-        return [self.segment(rgb) for rgb in rgbs]
-
-    def matte(self, rgb: np.ndarray) -> np.ndarray:
-        """Refined float32 ``(H, W)`` matte in [0, 1] at the photo's own resolution."""
-        low = self.segment(rgb)
-        height, width = rgb.shape[:2]
-        coarse = low.warp_to(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]), (width, height))
-        return refine_matte(coarse, rgb)
-
-    def matte_batch(self, rgbs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        return [self.matte(rgb) for rgb in rgbs]
 
 
 def letterbox(rgb: np.ndarray, size_px: int) -> tuple[np.ndarray, np.ndarray]:

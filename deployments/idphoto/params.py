@@ -14,9 +14,10 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from deployments.common.errors import InvalidParameter
+from deployments.common.errors import InternalError, InvalidParameter
 from deployments.common.params import JobParams
 from deployments.common.params import parse_params as parse_job_params
+from deployments.idphoto.matte import DEFAULT_MATTING, Matting
 from deployments.idphoto.specs import IdSpec, custom_spec, default_specs
 
 NAMED_COLOURS: dict[str, str] = {
@@ -76,6 +77,9 @@ class IdPhotoParams(JobParams):
     lighting: bool = True
     align: bool = Field(default=True, description="level a tilted eye line before cropping")
     strict: bool = False
+    matting: Matting = Field(
+        default=DEFAULT_MATTING, description="modnet: MODNet matting, hair strands kept; selfie: fast, coarser edges"
+    )
 
     @field_validator("spec")
     @classmethod
@@ -138,7 +142,8 @@ class IdPhotoParams(JobParams):
         else:
             slug = self.spec or DEFAULT_SPEC
             if slug not in specs:
-                raise InvalidParameter(f"unknown spec {slug!r}", details={"known": sorted(specs)})
+                # The validator checked the slug against the specs it was given: these are other specs (our bug).
+                raise InternalError(f"spec {slug!r} passed validation but is not among {sorted(specs)}")
             base = specs[slug]
         head = _around(self.head_ratio) if self.head_ratio is not None else base.head_height
         top = _around(self.top_ratio) if self.top_ratio is not None else base.top_margin

@@ -13,17 +13,17 @@ import time
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from deployments.common.errors import InvalidParameter, NoFaceFound, NotCompliant
+from deployments.common.errors import InternalError, NoFaceFound, NotCompliant
 from deployments.common.image import require_image
 from deployments.faces.types import Face
 from deployments.idphoto.background import composite, render_background
 from deployments.idphoto.geometry import Framing, plan_framing, warp_to_output
 from deployments.idphoto.lighting import correct_lighting
-from deployments.idphoto.matte import LowResMatte, PortraitMatter, estimate_foreground, keep_subject, refine_matte
+from deployments.idphoto.matte import LowResMatte, Matting, estimate_foreground, keep_subject
 from deployments.idphoto.output import EncodedPhoto, encode_photo, encode_sheet, plan_sheet, render_sheet
 from deployments.idphoto.params import TRANSPARENT, IdPhotoParams, hex_to_rgb
 from deployments.idphoto.report import (
@@ -45,6 +45,12 @@ from deployments.idphoto.report import (
 from deployments.idphoto.specs import IdSpec
 
 logger = logging.getLogger(__name__)
+
+
+class MatteSource(Protocol):
+    """Anything that mattes a whole photo in a mode, e.g. :class:`deployments.idphoto.matter.PortraitMatter`."""
+
+    def segment(self, rgb: np.ndarray, matting: Matting) -> LowResMatte: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,13 +76,14 @@ class IdPhotoOutcome:
 def make_id_photo(
     rgb: np.ndarray,
     faces: Sequence[Face],
-    matte_source: PortraitMatter | LowResMatte,
+    matte_source: MatteSource | LowResMatte,
     params: IdPhotoParams,
     specs: Mapping[str, IdSpec] | None = None,
 ) -> IdPhotoOutcome:
     """Build the ID photo for ``rgb`` (image contract: HxWx3 uint8 RGB) whose faces were found beforehand.
 
-    ``matte_source`` is the matter (segmentation runs here) or a :class:`LowResMatte` computed in a batch earlier.
+    ``matte_source`` is a matter (matting runs here, in ``params.matting`` mode) or a :class:`LowResMatte` computed
+    in a batch earlier in that mode.
     """
     require_image(rgb)
     if not faces:
@@ -88,9 +95,11 @@ def make_id_photo(
     size_wh = (spec.width_px, spec.height_px)
 
     with _timed(timings, "segment_ms"):
-        low = matte_source.segment(rgb) if isinstance(matte_source, PortraitMatter) else matte_source
+        low = matte_source if isinstance(matte_source, LowResMatte) else matte_source.segment(rgb, params.matting)
     if tuple(low.source_shape) != rgb.shape[:2]:
-        raise InvalidParameter(f"the matte was computed for a {low.source_shape} image, not {rgb.shape[:2]}")
+        raise InternalError(f"the matte was computed for a {low.source_shape} image, not {rgb.shape[:2]}")
+    if low.matting != params.matting:
+        raise InternalError(f"the matte was made in {low.matting} mode, the job asked for {params.matting}")
     with _timed(timings, "segment_ms"):
         low = keep_subject(low, tuple(np.asarray(face.landmarks[:2], dtype=np.float64).mean(axis=0)))
     with _timed(timings, "geometry_ms"):
@@ -98,7 +107,7 @@ def make_id_photo(
     with _timed(timings, "warp_ms"):
         crop = warp_to_output(rgb, framing.affine, size_wh)
     with _timed(timings, "refine_ms"):
-        alpha = refine_matte(low.warp_to(framing.affine, size_wh), crop)
+        alpha = low.matte_at(framing.affine, size_wh, crop)
     if params.lighting:
         with _timed(timings, "lighting_ms"):
             crop = correct_lighting(crop, alpha > 0.5)
@@ -165,13 +174,16 @@ def judge_photo(
         ranged("sharpness", face_sharpness(photo_rgb, eyes, framing.chin_out), MIN_SHARPNESS, None, "laplacian_var"),
         ranged("source_scale", framing.scale, None, MAX_SOURCE_SCALE, "out_px_per_src_px"),
         ranged("edge_padding", framing.padding["top"] + framing.padding["bottom"], 0.0, MAX_EDGE_PADDING, "fraction"),
+        Check("crown_visible", 0.0 if crown_touches_top else 1.0, 1.0, 1.0, "bool", not crown_touches_top),
         Check(
-            "crown_visible",
-            0.0 if framing.crown_clipped or crown_touches_top else 1.0,
-            1.0,
-            1.0,
+            "head_cropped_in_source",
+            1.0 if framing.head_cropped_in_source else 0.0,
+            0.0,
+            0.0,
             "bool",
-            not (framing.crown_clipped or crown_touches_top),
+            not framing.head_cropped_in_source,
+            message=f"the source photo cuts the head at its {' and '.join(_cut_edges(framing))} edge: "
+            "an ID photo needs the whole head and hair with space around them (retake from further away)",
         ),
     ]
     if background is not None:
@@ -208,9 +220,9 @@ def _notes(framing: Framing, encoded: EncodedPhoto, params: IdPhotoParams) -> li
     if framing.upsampled:
         notes.append(f"upsampled x{framing.scale:.2f}: the source has fewer pixels than the output needs")
     if framing.padding["total"] > 0:
-        notes.append(
-            f"{framing.padding['total']:.1%} of the photo lies beyond the source and was filled with background"
-        )
+        notes.append(f"{framing.padding['total']:.1%} of the photo lies beyond the source (its edge was extended)")
+    if framing.crown_clipped:
+        notes.append("the crop starts inside the source so the cut hair leaves the frame instead of ending in a line")
     if not framing.crown_from_matte:
         notes.append("crown estimated from face proportions (segmentation missed the head)")
     if params.lighting:
@@ -218,6 +230,10 @@ def _notes(framing: Framing, encoded: EncodedPhoto, params: IdPhotoParams) -> li
     if encoded.note and encoded.size_ok:
         notes.append(encoded.note)
     return notes
+
+
+def _cut_edges(framing: Framing) -> list[str]:
+    return (["top"] if framing.crown_clipped else []) + list(framing.cut_sides)
 
 
 @contextmanager

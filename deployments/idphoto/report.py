@@ -30,6 +30,7 @@ class Check:
     high: float | None
     unit: str
     passed: bool
+    message: str | None = None  # the reason in words when the check fails; default: value against range
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -83,6 +84,8 @@ def reasons_for(checks: tuple[Check, ...]) -> tuple[str, ...]:
 
 
 def _reason(check: Check) -> str:
+    if check.message:
+        return check.message
     if check.value is None:
         return f"{check.name}: could not be measured"
     bounds = f"[{'' if check.low is None else check.low}, {'' if check.high is None else check.high}]"

@@ -22,11 +22,13 @@ async def make_id_photo_job(backend: Backend, data: bytes, params: IdPhotoParams
     with timings.stage("decode"):
         source = await decode_upload(data, context.limits)
     with timings.stage("analyze+segment"):
-        faces, low_matte = await asyncio.gather(backend.analyze_faces(source.rgb), backend.segment_portrait(source.rgb))
+        faces, low_matte = await asyncio.gather(
+            backend.analyze_faces(source.rgb), backend.segment_portrait(source.rgb, params.matting)
+        )
     with timings.stage("compose"):
         outcome = await asyncio.to_thread(make_id_photo, source.rgb, faces, low_matte, params, context.id_specs)
     timings.ms.update({f"idphoto.{stage}": round(ms, 2) for stage, ms in outcome.timings_ms.items()})
-    engine, weights = engine_summary([backend.matte_engine()], fallback="none")
+    engine, weights = engine_summary([backend.matte_engine(params.matting)], fallback="none")
     spec = outcome.report.spec
     meta = build_meta(
         "idphoto",

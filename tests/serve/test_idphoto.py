@@ -43,7 +43,7 @@ def test_json_carries_the_report_and_the_print_sheet(serve_url, portrait_png):
     report = body["report"]
     assert report["verdict"] in ("pass", "fail") and report["face_count"] == 1
     assert {check["name"] for check in report["checks"]} >= {"head_height_ratio", "top_margin_ratio"}
-    assert body["meta"]["job"] == "idphoto" and body["meta"]["engine"] == "selfie-segmentation+guided-filter"
+    assert body["meta"]["job"] == "idphoto" and body["meta"]["engine"] == "modnet"
     sheet = Image.open(io.BytesIO(base64.b64decode(body["sheet_b64"])))
     assert sheet.size == (1200, 1800) or sheet.size == (1800, 1200)
 

@@ -8,7 +8,8 @@ import cv2
 import numpy as np
 
 from deployments.faces.types import Face
-from deployments.idphoto.matte import MODEL_SIZE_PX, LowResMatte, letterbox
+from deployments.idphoto.matte import SELFIE_SIZE_PX, LowResMatte, Matting, letterbox
+from deployments.idphoto.modnet import prepare_input
 
 
 @dataclass(frozen=True, eq=False)
@@ -19,10 +20,14 @@ class SyntheticPortrait:
     crown_y: float
     chin_y: float
 
-    def low_matte(self) -> LowResMatte:
-        """The matte the segmentation model would give, computed from the exact mask (no model needed)."""
-        square, affine = letterbox(np.dstack([self.mask] * 3), MODEL_SIZE_PX)
-        return LowResMatte(square[..., 0].astype(np.float32) / 255.0, affine, self.mask.shape)
+    def low_matte(self, matting: Matting = "modnet") -> LowResMatte:
+        """The matte a model would give, on that model's canvas, computed from the exact mask (no model needed)."""
+        mask = np.dstack([self.mask] * 3)
+        if matting == "selfie":
+            square, affine = letterbox(mask, SELFIE_SIZE_PX)
+            return LowResMatte(square[..., 0].astype(np.float32) / 255.0, affine, self.mask.shape, "selfie")
+        prepared = prepare_input(mask)
+        return LowResMatte((prepared.tensor[0] + 1.0) * 0.5, prepared.affine, self.mask.shape, "modnet")
 
 
 def draw_portrait(

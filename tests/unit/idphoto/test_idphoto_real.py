@@ -10,7 +10,6 @@ from PIL import Image
 
 from deployments.common.image import decode_image
 from deployments.faces.analyze import FaceAnalyzerEngine
-from deployments.idphoto.matte import PortraitMatter
 from deployments.idphoto.params import hex_to_rgb, parse_params
 from deployments.idphoto.pipeline import make_id_photo
 
@@ -24,11 +23,6 @@ GEOMETRY_CHECKS = (
     "background_uniformity",
     "sharpness",
 )
-
-
-@pytest.fixture(scope="module")
-def matter(mediapipe_dir) -> PortraitMatter:
-    return PortraitMatter(mediapipe_dir)
 
 
 @pytest.fixture(scope="module")
@@ -49,22 +43,26 @@ def assert_photo(outcome, spec_slug: str, colour: str, specs) -> None:
     assert not failed, report.to_json()
 
 
-def test_matte_of_astronaut_covers_the_person(matter, astronaut_rgb):
-    alpha = matter.matte(astronaut_rgb)
+@pytest.mark.parametrize("matting", ["modnet", "selfie"])
+def test_matte_of_astronaut_covers_the_person(matter, astronaut_rgb, matting):
+    alpha = matter.matte(astronaut_rgb, matting)
     assert alpha.shape == astronaut_rgb.shape[:2] and alpha.dtype == np.float32
     assert alpha.min() >= 0.0 and alpha.max() <= 1.0
     assert alpha[150, 220] > 0.9 and alpha[20, 20] < 0.1 and alpha[20, 480] < 0.1
-    assert len(matter.matte_batch([astronaut_rgb, astronaut_rgb])) == 2
 
 
+@pytest.mark.parametrize("matting", ["modnet", "selfie"])
 @pytest.mark.parametrize(
     ("slug", "colour"), [("cn-1inch", "#628bce"), ("cn-2inch", "#ffffff"), ("icao-35x45", "#d74532")]
 )
-def test_astronaut(matter, analyzer, astronaut_rgb, specs, slug, colour):
+def test_astronaut(matter, analyzer, astronaut_rgb, specs, slug, colour, matting):
     faces = analyzer.analyze(astronaut_rgb)
     assert len(faces) == 1
     outcome = make_id_photo(
-        astronaut_rgb, faces, matter, parse_params({"spec": slug, "background": colour, "format": "png"})
+        astronaut_rgb,
+        faces,
+        matter,
+        parse_params({"spec": slug, "background": colour, "format": "png", "matting": matting}),
     )
     assert_photo(outcome, slug, colour, specs)
     # The 512 px astronaut is too small for a print-size head: the report says so instead of hiding it.
@@ -74,10 +72,14 @@ def test_astronaut(matter, analyzer, astronaut_rgb, specs, slug, colour):
 @pytest.mark.eval
 @pytest.mark.parametrize("name", ["hivision_test0.jpg", "hivision_test1.jpg", "hivision_test2.jpg"])
 @pytest.mark.parametrize(("slug", "colour"), [("cn-1inch", "#628bce"), ("cn-passport", "#ffffff")])
-def test_eval_portraits(shared_dir, matter, analyzer, specs, name, slug, colour):
+@pytest.mark.parametrize("matting", ["modnet", "selfie"])
+def test_eval_portraits(shared_dir, matter, analyzer, specs, name, slug, colour, matting):
     decoded = decode_image((shared_dir / "eval" / "idphoto" / name).read_bytes())
     faces = analyzer.analyze(decoded.rgb)
     outcome = make_id_photo(
-        decoded.rgb, faces, matter, parse_params({"spec": slug, "background": colour, "format": "png"})
+        decoded.rgb,
+        faces,
+        matter,
+        parse_params({"spec": slug, "background": colour, "format": "png", "matting": matting}),
     )
     assert_photo(outcome, slug, colour, specs)
