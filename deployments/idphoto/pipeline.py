@@ -55,13 +55,15 @@ class MatteSource(Protocol):
 
 @dataclass(frozen=True, eq=False)
 class IdPhotoOutcome:
-    """The finished photo, the optional print sheet, the compliance report and where the time went."""
+    """The finished photo, the optional print sheet, the compliance report, where the time went, and the framing
+    (the ``original -> output`` affine: where each output pixel came from)."""
 
     photo: bytes
     media_type: str
     sheet: bytes | None
     report: ComplianceReport
     timings_ms: dict[str, float]
+    framing: Framing
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -139,7 +141,7 @@ def make_id_photo(
             "the photo does not meet the " + spec.slug + " standard: " + "; ".join(report.reasons),
             details={"reasons": list(report.reasons), "report": report.to_json()},
         )
-    return IdPhotoOutcome(encoded.data, encoded.media_type, sheet, report, timings)
+    return IdPhotoOutcome(encoded.data, encoded.media_type, sheet, report, timings, framing)
 
 
 def judge_photo(
