@@ -15,6 +15,7 @@ from deployments.restore.params import RESTORE_MODELS
 from serve_app.bucket.deployment import BucketRunner
 from serve_app.handles import Stages
 from serve_app.ingress import Ingress
+from serve_app.instructions import InstructionsConfig
 
 # Deployment names the Serve YAML configures, one per restoration model.
 RESTORER_DEPLOYMENTS = {"gpen-bfr-512": "FaceRestorer512", "gpen-bfr-256": "FaceRestorer256"}
@@ -28,6 +29,9 @@ class AppArgs(BaseModel):
     restore_models: list[Literal[RESTORE_MODELS]] = Field(default_factory=lambda: list(RESTORE_MODELS))
     # The bucket-event trigger (webhook, SQS, poller); its routes live in the BucketRunner user_config.
     bucket_runner: bool = True
+    # Plain-language requests (/v1/instructions, the OpenAI-compatible routes): the rule engine, or a language model
+    # behind an OpenAI-compatible endpoint ({engine: llm, llm: {base_url, model, timeout_s}}); README "Ask in words".
+    instructions: InstructionsConfig = Field(default_factory=InstructionsConfig)
 
 
 def build_app(args: dict[str, Any] | None = None) -> Application:
@@ -44,4 +48,4 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
         cartoon_background=Cartoonizer.options(name="CartoonBackground").bind("background"),
     )
     runner = BucketRunner.bind(stages=stages) if options.bucket_runner else None
-    return Ingress.bind(stages=stages, bucket_runner=runner)
+    return Ingress.bind(stages=stages, bucket_runner=runner, instructions=options.instructions)

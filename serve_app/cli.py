@@ -110,7 +110,9 @@ def _process(settings: Settings, args: argparse.Namespace) -> int:
 
     context = job_context(settings)
     try:
-        params = json.loads(args.params)
+        task, params = args.task, json.loads(args.params)
+        if args.prompt is not None:
+            task, params = _read_prompt(args.prompt, params, context)
         if args.local:
             from serve_app.local_backend import LocalBackend
 
@@ -120,7 +122,7 @@ def _process(settings: Settings, args: argparse.Namespace) -> int:
         summary = asyncio.run(
             backfill(
                 args.uri,
-                args.task,
+                task,
                 execute=execute,
                 context=context,
                 params=params,
@@ -139,6 +141,18 @@ def _process(settings: Settings, args: argparse.Namespace) -> int:
     counts = ", ".join(f"{status} {count}" for status, count in sorted(summary.counts.items())) or "nothing to do"
     print(f"{counts} in {summary.elapsed_s:.1f} s", file=sys.stderr)
     return 0 if summary.ok else 1
+
+
+def _read_prompt(prompt: str, params: dict, context) -> tuple[str, dict]:
+    """The job a ``--prompt`` asks for (the rule engine), ``--params`` over its options; says what it understood."""
+    from serve_app.instructions import rule_engine
+
+    instruction = rule_engine(context).interpret_now(prompt)
+    fields = {**instruction.fields(), **params}
+    print(
+        f"{instruction.task} {json.dumps(fields, ensure_ascii=False)}: {'; '.join(instruction.notes)}", file=sys.stderr
+    )
+    return instruction.task, fields
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -168,7 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     pull.set_defaults(run=_models_pull)
     process = commands.add_parser("process", help="run a job over every object under a prefix or folder (backfill)")
     process.add_argument("uri", help="s3://bucket/prefix or a local folder")
-    process.add_argument("--task", required=True, help="restore, idphoto, cartoon...")
+    job = process.add_mutually_exclusive_group(required=True)
+    job.add_argument("--task", help="restore, idphoto, cartoon...")
+    job.add_argument("--prompt", help="the job in plain language instead of --task, e.g. '蓝底一寸证件照 不超过50KB'")
     process.add_argument("--params", default="{}", help='job params as JSON, e.g. \'{"spec": "us-passport"}\'')
     process.add_argument("--out", help="where results go (default: <uri>-results)")
     process.add_argument("--url", default="http://127.0.0.1:8000", help="the running service")

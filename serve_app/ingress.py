@@ -11,6 +11,7 @@ from ray import serve
 from ray.serve.handle import DeploymentHandle
 
 from serve_app.handles import BucketRunnerClient, HandleBackend, Stages
+from serve_app.instructions import InstructionsConfig
 from serve_app.routes import create_api
 from serve_app.settings import get_settings
 
@@ -27,7 +28,13 @@ class IngressBackend(HandleBackend):
 @serve.deployment(name="Ingress")
 @serve.ingress()
 class Ingress:
-    def __init__(self, stages: Stages, bucket_runner: DeploymentHandle | None = None) -> None:
+    def __init__(
+        self,
+        stages: Stages,
+        bucket_runner: DeploymentHandle | None = None,
+        instructions: InstructionsConfig | None = None,
+    ) -> None:
+        self._instructions = instructions or InstructionsConfig()
         self._settings = get_settings()
         self._backend = IngressBackend(stages, manifest=self._settings.open_model_store().manifest)
         self._event_sink = None
@@ -41,4 +48,5 @@ class Ingress:
         api.state.backend = self._backend
         api.state.settings = self._settings
         api.state.event_sink = self._event_sink
+        api.state.instructions = self._instructions
         return api

@@ -86,7 +86,9 @@ class RuleEngine:
     def _proposals(self, text: str) -> list[Finding]:
         vocabulary = self._vocabulary
         found = [
-            Finding(match.start(), match.end(), match.group(0), phrase.tasks, phrase.values, phrase.reading)
+            Finding(
+                match.start(), match.end(), match.group(0), phrase.tasks, phrase.values, phrase.reading, phrase.weak
+            )
             for phrase in vocabulary.phrases
             for match in phrase.pattern.finditer(text)
         ]

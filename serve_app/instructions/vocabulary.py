@@ -38,11 +38,12 @@ class Implied:
 
 @dataclass(frozen=True)
 class Lexicon:
-    """``lexicon.yaml``: job phrases, option phrases (field -> value -> phrases), number names, phrases to ignore,
-    implied options."""
+    """``lexicon.yaml``: job phrases, option phrases (field -> value -> phrases), default-value phrases, number names,
+    phrases to ignore, implied options."""
 
     tasks: Mapping[str, tuple[str, ...]]
     options: Mapping[str, Mapping[Any, tuple[str, ...]]]
+    defaults: Mapping[str, Mapping[Any, tuple[str, ...]]]
     numbers: Mapping[str, tuple[str, ...]]
     ignore: tuple[str, ...]
     implied: tuple[Implied, ...] = ()
@@ -58,6 +59,7 @@ class Phrase:
     pattern: re.Pattern[str]
     values: Mapping[str, Any] = field(default_factory=dict)
     reading: str = ""
+    weak: bool = False  # asks for an option without naming its value: yields to a phrase that names one
 
 
 @dataclass(frozen=True)
@@ -121,14 +123,16 @@ def load_lexicon(path: Path = LEXICON_PATH) -> Lexicon:
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     return Lexicon(
         tasks={task: tuple(map(str, phrases)) for task, phrases in raw["tasks"].items()},
-        options={
-            field: {value: tuple(map(str, phrases)) for value, phrases in values.items()}
-            for field, values in raw["options"].items()
-        },
+        options=_option_phrases(raw["options"]),
+        defaults=_option_phrases(raw.get("defaults", {})),
         numbers={field: tuple(map(str, names)) for field, names in raw["numbers"].items()},
         ignore=tuple(map(str, raw.get("ignore", ()))),
         implied=tuple(Implied(rule["if"], rule["then"], rule["because"]) for rule in raw.get("implied", ())),
     )
+
+
+def _option_phrases(raw: Mapping[str, Mapping[Any, list[Any]]]) -> dict[str, dict[Any, tuple[str, ...]]]:
+    return {name: {value: tuple(map(str, texts)) for value, texts in values.items()} for name, values in raw.items()}
 
 
 def build_vocabulary(
@@ -142,17 +146,19 @@ def build_vocabulary(
     field_tasks = _field_tasks(models)
     phrases: list[Phrase] = []
 
-    def add(texts: Iterable[str], tasks: frozenset[str], values: Mapping[str, Any], reading: str = "") -> None:
+    def add(texts: Iterable[str], tasks: frozenset[str], values: Mapping[str, Any], reading: str = "", weak=False):
         for text in dict.fromkeys(texts):
-            phrases.append(Phrase(normalize(text), tasks, phrase_pattern(text), values, reading))
+            phrases.append(Phrase(normalize(text), tasks, phrase_pattern(text), values, reading, weak))
 
     for task, texts in lexicon.tasks.items():
         add(texts, frozenset({task}), {})
     add(lexicon.ignore, frozenset(), {})
-    for name, values in lexicon.options.items():
-        for value, texts in values.items():
-            if name in field_tasks and _offered(models, context, name, value):
-                add(texts, field_tasks[name], {name: value})
+    for weak, options in ((False, lexicon.options), (True, lexicon.defaults)):
+        for name, values in options.items():
+            for value, texts in values.items():
+                tasks = _accepting(models, context, name, value)
+                if tasks:
+                    add(texts, tasks, {name: value}, f"no {name} named: {value}" if weak else "", weak)
     for name, texts in lexicon.numbers.items():
         if name not in field_tasks:
             add(texts, frozenset(), {}, f"{name} is not an option of this service")
@@ -180,13 +186,18 @@ def _field_tasks(models: Mapping[str, type[JobParams]]) -> dict[str, frozenset[s
     return {name: frozenset(tasks) for name, tasks in owners.items()}
 
 
-def _offered(models: Mapping[str, type[JobParams]], context: JobContext, field: str, value: Any) -> bool:
-    """Whether some job takes ``value`` for ``field``: its ``Literal`` values, or the context's presets and styles."""
+def _accepting(models: Mapping[str, type[JobParams]], context: JobContext, name: str, value: Any) -> frozenset[str]:
+    """The jobs whose ``name`` option takes ``value``: its ``Literal`` values, or the context's presets and styles
+    (``webp`` is a format of restore and cartoon, not of an ID photo)."""
     from_context = {"spec": tuple(context.id_specs), "style": context.cartoon_styles}
-    if field in from_context:
-        return value in from_context[field]
-    choices = {choice for model in models.values() for choice in enum_values(model, field)}
-    return not choices or value in choices
+    accepting = set()
+    for task, model in models.items():
+        if name not in model.model_json_schema(by_alias=True).get("properties", {}):
+            continue
+        choices = from_context.get(name) or enum_values(model, name)
+        if not choices or value in choices:
+            accepting.add(task)
+    return frozenset(accepting)
 
 
 def _model_aliases(model: type[JobParams]) -> dict[str, str]:
