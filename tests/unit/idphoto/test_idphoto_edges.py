@@ -149,3 +149,21 @@ def test_eval_portraits_before_and_after(shared_dir, matter, analyzer, name):
         photos.append(np.asarray(Image.open(io.BytesIO(outcome.photo)).convert("RGB")))
     assert outcome.report.verdict == "pass", outcome.report.reasons
     save_panels(f"eval_{Path(name).stem}", [rgb, *photos])
+
+
+@pytest.mark.eval
+def test_hair_cut_by_the_top_of_a_real_photo_leaves_the_frame(shared_dir, matter, analyzer):
+    """A portrait whose hair the photo's top edge cuts: reported, refused by strict, and no straight hair line."""
+    rgb = decode_image((shared_dir / "eval" / "idphoto" / "hivision_test0.jpg").read_bytes()).rgb
+    low = matter.segment(rgb, "modnet")
+    hair_top = int(np.nonzero((low.alpha >= 0.5).any(axis=1))[0][0] / low.affine[1, 1])
+    cut = np.ascontiguousarray(rgb[hair_top + 40 :])  # 40 px of hair gone
+    faces = analyzer.analyze(cut)
+    outcome = make_id_photo(cut, faces, matter, parse_params({"background": "transparent", "format": "png"}))
+    assert not outcome.report.check("head_cropped_in_source").passed
+    assert outcome.framing.padding["top"] == 0.0
+    rgba = np.asarray(Image.open(io.BytesIO(outcome.photo)))
+    centre = rgba.shape[1] // 2
+    assert rgba[0, centre - 10 : centre + 10, 3].min() > 200  # hair reaches the top edge, as in the source
+    white = make_id_photo(cut, faces, matter, parse_params({"background": "white", "format": "png"}))
+    save_panels("hair_cut_at_top", [cut, np.asarray(Image.open(io.BytesIO(white.photo)).convert("RGB"))])

@@ -127,3 +127,34 @@ def test_outcome_json_has_timings_and_checks(portrait):
     assert body["timings_ms"]["total_ms"] > 0 and "layout_ms" in body["timings_ms"]
     sheet = Image.open(io.BytesIO(outcome.sheet))
     assert sorted(sheet.size) == [1200, 1800] and sheet.info["dpi"] == pytest.approx((300, 300))
+
+
+def test_head_cut_by_the_top_of_the_source_is_reported_and_not_drawn_as_a_straight_line():
+    cut = draw_portrait(centre_xy=(600.0, 180.0))  # the crown lies 50 px above the photo
+    params = {"background": "transparent", "format": "png"}
+    outcome = make_id_photo(cut.rgb, [cut.face], cut.low_matte(), parse_params(params))
+    report = outcome.report
+    check = report.check("head_cropped_in_source")
+    assert not check.passed and check.value == 1.0
+    assert any("cuts the head at its top edge" in reason for reason in report.reasons)
+    # The crop starts inside the photo: the head leaves the frame at the top instead of ending against background.
+    assert outcome.framing.padding["top"] == 0.0
+    alpha = np.asarray(Image.open(io.BytesIO(outcome.photo)))[..., 3]
+    centre = alpha.shape[1] // 2
+    assert alpha[0, centre - 20 : centre + 20].min() == 255
+    with pytest.raises(NotCompliant, match="cuts the head"):
+        make_id_photo(cut.rgb, [cut.face], cut.low_matte(), parse_params({**params, "strict": True}))
+
+
+def test_head_cut_by_a_side_of_the_source_is_reported():
+    cut = draw_portrait(centre_xy=(140.0, 700.0))  # the head runs past the left edge
+    outcome = make_id_photo(cut.rgb, [cut.face], cut.low_matte(), parse_params({}))
+    assert outcome.framing.cut_sides == ("left",)
+    assert not outcome.report.check("head_cropped_in_source").passed
+    assert any("cuts the head at its left edge" in reason for reason in outcome.report.reasons)
+
+
+def test_a_whole_head_is_not_reported_as_cut(portrait):
+    outcome = make_id_photo(portrait.rgb, [portrait.face], portrait.low_matte(), parse_params({}))
+    check = outcome.report.check("head_cropped_in_source")
+    assert check.passed and check.value == 0.0 and outcome.framing.cut_sides == ()
