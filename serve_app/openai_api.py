@@ -27,9 +27,10 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deployments.cartoon.styles import cartoon_styles
 from deployments.common.errors import ImageTooLarge, InputError, InvalidParameter, ServiceError
@@ -333,11 +334,16 @@ def _fetch(url: str, timeout_s: float, max_bytes: int) -> bytes:
     return data
 
 
-def _refuse_oversized_body(request: Request, max_bytes: int) -> None:
+async def _chat_request(request: Request, max_bytes: int) -> ChatRequest:
+    """The body, refused by its declared size before it is read (a photo travels base64 inside it)."""
     declared = request.headers.get("content-length")
     limit = max_bytes * _BASE64_GROWTH + _FORM_OVERHEAD_BYTES
     if declared and declared.isdigit() and int(declared) > limit:
         raise ImageTooLarge(f"the request has {declared} bytes; the image limit is {max_bytes}")
+    try:
+        return ChatRequest.model_validate_json(await request.body())
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors(include_url=False, include_context=False)) from None
 
 
 def _chunk(completion_id: str, model: str, delta: dict[str, Any], finish: str | None, **extra: Any) -> str:
@@ -408,12 +414,21 @@ async def images_edits(request: Request) -> JSONResponse:
     )
 
 
-@openai_router.post("/v1/chat/completions", response_model=None)
-async def chat_completions(request: Request, body: ChatRequest) -> Response:
+@openai_router.post(
+    "/v1/chat/completions",
+    response_model=None,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": ChatRequest.model_json_schema()}},
+        }
+    },
+)
+async def chat_completions(request: Request) -> Response:
     """OpenAI Chat Completions: the last user message's text is the instruction, its ``image_url`` (a data URL) the
     photo; the answer's content is the result as a Markdown image plus what was done. ``stream: true`` → SSE."""
     settings = _settings(request)
-    _refuse_oversized_body(request, settings.max_image_bytes)
+    body = await _chat_request(request, settings.max_image_bytes)
     prompt, image_url = _text_and_image_url(body.messages)
     if image_url is None:
         raise ImageRequired(

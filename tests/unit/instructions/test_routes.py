@@ -139,6 +139,17 @@ def test_chat_bad_inputs_get_openai_errors(client, payload, status, code):
     assert (answer.status_code, _openai_error(answer)["code"]) == (status, code)
 
 
+def test_a_chat_body_is_refused_by_its_declared_size_and_must_be_json(client, api):
+    api.state.settings = api.state.settings.model_copy(update={"max_image_bytes": 1000})
+    big = client.post("/v1/chat/completions", json=_chat("修复", "data:image/jpeg;base64," + "A" * 1_400_000))
+    assert (big.status_code, _openai_error(big)["code"]) == (413, "image_too_large")
+    assert _openai_error(big)["message"].startswith("the request has ")  # refused before the body was read
+    inside = client.post("/v1/chat/completions", json=_chat("修复", "data:image/jpeg;base64," + "A" * 4000))
+    assert _openai_error(inside)["message"] == "the image data URL holds more than 1000 bytes"
+    broken = client.post("/v1/chat/completions", content=b"{not json", headers={"Content-Type": "application/json"})
+    assert (broken.status_code, _openai_error(broken)["code"]) == (422, "invalid_parameter")
+
+
 def test_images_edits_bad_inputs_get_openai_errors(client, photo_jpeg):
     image = {"image": ("me.jpg", photo_jpeg, "image/jpeg")}
     cases = [
