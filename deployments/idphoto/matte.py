@@ -33,6 +33,7 @@ DEFAULT_MATTING: Matting = "modnet"
 # Manifest entry of each mode's model.
 MATTE_MODELS: dict[str, str] = {"modnet": "modnet", "selfie": "selfie-segmentation"}
 SELFIE_SIZE_PX = 256
+MODNET_REFERENCE_PX = 512  # MODNet's reference short side (its official inference geometry)
 
 
 @dataclass(frozen=True, eq=False)

@@ -29,10 +29,11 @@ from torch import nn
 
 from deployments.common.errors import ModelUnavailable
 from deployments.common.onnx_graph import OnnxGraph, read_onnx
+from deployments.idphoto.matte import MODNET_REFERENCE_PX
 
 logger = logging.getLogger(__name__)
 
-REFERENCE_SIZE_PX = 512
+REFERENCE_SIZE_PX = MODNET_REFERENCE_PX
 SIDE_MULTIPLE_PX = 32
 # Past 4:1 the official rule would feed a very long canvas; such photos are scaled to fit this instead.
 MAX_SIDE_PX = 4 * REFERENCE_SIZE_PX

@@ -23,7 +23,7 @@ from deployments.faces.types import Face
 from deployments.idphoto.background import composite, render_background
 from deployments.idphoto.geometry import Framing, plan_framing, warp_to_output
 from deployments.idphoto.lighting import correct_lighting
-from deployments.idphoto.matte import LowResMatte, Matting, estimate_foreground, keep_subject
+from deployments.idphoto.matte import MODNET_REFERENCE_PX, LowResMatte, Matting, estimate_foreground, keep_subject
 from deployments.idphoto.output import EncodedPhoto, encode_photo, encode_sheet, plan_sheet, render_sheet
 from deployments.idphoto.params import TRANSPARENT, IdPhotoParams, hex_to_rgb
 from deployments.idphoto.report import (
@@ -45,6 +45,16 @@ from deployments.idphoto.report import (
 from deployments.idphoto.specs import IdSpec
 
 logger = logging.getLogger(__name__)
+
+# A usable portrait's head fills at least a sixth of its height and the output's head about half of the output's, so
+# three source pixels per output pixel (and MODNet's reference size) keep full quality.
+SOURCE_PX_PER_OUTPUT_PX = 3
+
+
+def source_min_side_px(spec: IdSpec) -> int:
+    """The shortest source side a ``spec`` photo needs: a decoder may scale a bigger JPEG down to it (12 MP phone
+    photos decode at half size for the common presets, several times faster)."""
+    return max(MODNET_REFERENCE_PX, SOURCE_PX_PER_OUTPUT_PX * max(spec.width_px, spec.height_px))
 
 
 class MatteSource(Protocol):

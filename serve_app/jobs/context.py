@@ -65,6 +65,8 @@ class Timings:
             self.ms[name] = round(self.ms.get(name, 0.0) + (time.perf_counter() - start) * 1000.0, 2)
 
 
-async def decode_upload(data: bytes, limits: Limits) -> DecodedImage:
-    """Decode in a worker thread, so the ingress event loop keeps answering."""
-    return await asyncio.to_thread(decode_image, data, max_bytes=limits.max_bytes, max_pixels=limits.max_pixels)
+async def decode_upload(data: bytes, limits: Limits, *, min_side_px: int | None = None) -> DecodedImage:
+    """Decode in a worker thread, so the ingress event loop keeps answering (``min_side_px``: see ``decode_image``)."""
+    return await asyncio.to_thread(
+        decode_image, data, max_bytes=limits.max_bytes, max_pixels=limits.max_pixels, min_side_px=min_side_px
+    )

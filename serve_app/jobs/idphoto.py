@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from deployments.idphoto.params import IdPhotoParams, parse_params
-from deployments.idphoto.pipeline import make_id_photo
+from deployments.idphoto.pipeline import make_id_photo, source_min_side_px
 from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.results import JobResult, build_meta, engine_summary
@@ -19,8 +19,9 @@ def parse_id_photo_params(fields: Mapping[str, Any], context: JobContext) -> IdP
 
 async def make_id_photo_job(backend: Backend, data: bytes, params: IdPhotoParams, context: JobContext) -> JobResult:
     timings = Timings()
+    spec = params.resolve_spec(context.id_specs)
     with timings.stage("decode"):
-        source = await decode_upload(data, context.limits)
+        source = await decode_upload(data, context.limits, min_side_px=source_min_side_px(spec))
     with timings.stage("analyze+segment"):
         faces, low_matte = await asyncio.gather(
             backend.analyze_faces(source.rgb), backend.segment_portrait(source.rgb, params.matting)
@@ -29,14 +30,13 @@ async def make_id_photo_job(backend: Backend, data: bytes, params: IdPhotoParams
         outcome = await asyncio.to_thread(make_id_photo, source.rgb, faces, low_matte, params, context.id_specs)
     timings.ms.update({f"idphoto.{stage}": round(ms, 2) for stage, ms in outcome.timings_ms.items()})
     engine, weights = engine_summary([backend.matte_engine(params.matting)], fallback="none")
-    spec = outcome.report.spec
     meta = build_meta(
         "idphoto",
         params,
         engine,
         weights,
         faces=len(faces),
-        size_wh=(spec["width_px"], spec["height_px"]),
+        size_wh=(spec.width_px, spec.height_px),
         media_type=outcome.media_type,
         body=outcome.photo,
         timings_ms=timings.ms,

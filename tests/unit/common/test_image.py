@@ -191,3 +191,16 @@ def test_jpeg_of_pure_noise_at_quality_100_encodes():
 def test_require_image_names_what_is_wrong(image, problem):
     with pytest.raises(InvalidParameter, match=problem):
         require_image(image, what="test input", min_side_px=4)
+
+
+def test_min_side_lets_a_big_jpeg_decode_at_a_reduced_scale_only_as_far_as_allowed():
+    rgb = np.zeros((1600, 1200, 3), np.uint8)
+    rgb[:800] = (200, 40, 40)
+    data = encode_image(rgb, "jpeg")
+    assert decode_image(data, min_side_px=500).rgb.shape == (800, 600, 3)  # 1/2: 1/4 would make a side < 500
+    assert decode_image(data, min_side_px=100).rgb.shape == (200, 150, 3)  # 1/8 is the decoder's limit
+    assert decode_image(data, min_side_px=2000).rgb.shape == (1600, 1200, 3)
+    half = decode_image(data, min_side_px=500).rgb.astype(int)
+    assert np.abs(half[100, 300] - (200, 40, 40)).max() <= 4 and half[700, 300].max() <= 4
+    png = encode_image(rgb, "png")
+    assert decode_image(png, min_side_px=100).rgb.shape == (1600, 1200, 3)  # only JPEG scales in the decoder
