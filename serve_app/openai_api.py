@@ -321,10 +321,20 @@ async def _image_from_url(url: str, config: InstructionsConfig, max_bytes: int) 
     return await asyncio.to_thread(_fetch, url, config.image_fetch_timeout_s, max_bytes)
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect could lead away from the allowed host (to an internal address): answered as the error it is."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_IMAGE_FETCHER = urllib.request.build_opener(_NoRedirects)
+
+
 def _fetch(url: str, timeout_s: float, max_bytes: int) -> bytes:
-    """An allowed remote image, read up to the image limit (blocking; run in a worker thread)."""
+    """An allowed remote image, read up to the image limit (blocking; run in a worker thread); no redirects."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as reply:
+        with _IMAGE_FETCHER.open(url, timeout=timeout_s) as reply:
             data = reply.read(max_bytes + 1)
     except (urllib.error.URLError, TimeoutError) as exc:
         reason = getattr(exc, "reason", exc)

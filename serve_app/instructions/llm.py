@@ -98,14 +98,23 @@ class LlmEngine:
             "cartoon = turn the photo into a cartoon style (卡通, 动漫, 素描).",
             "Put in params only the options the user asked for; leave everything else out.",
             f"ID-photo presets (idphoto spec): {specs}.",
-            "Backgrounds: white, blue, red, black, dark-blue, light-gray, transparent or #rrggbb (蓝底 = blue, "
-            "白底 = white, 红底 = red). Layouts for a print sheet: 6inch (6寸相纸), 5inch, a4. File size: max_kb, "
-            "min_kb (不超过50KB = max_kb 50).",
             f"Cartoon styles: {', '.join(self._context.cartoon_styles)}.",
+            f"Words people use for options (word = option value): {self._option_words()}.",
+            "File size: 不超过50KB = max_kb 50; 20-50KB = min_kb 20 and max_kb 50. Upscale: 放大两倍 = upscale 2.",
         ]
         if hint:
             lines.append(f"The user already chose the job {hint.task}; answer with that job.")
         return "\n".join(lines)
+
+    def _option_words(self) -> str:
+        """The first word the vocabulary has for each option value (蓝底 = background blue)."""
+        words: dict[tuple[str, str], str] = {}
+        for phrase in self._vocabulary.phrases:
+            if len(phrase.values) == 1 and not phrase.weak:
+                [(name, value)] = phrase.values.items()
+                if name not in ("spec", "style", "model"):
+                    words.setdefault((name, json.dumps(value) if isinstance(value, bool) else str(value)), phrase.text)
+        return "; ".join(f"{text} = {name} {value}" for (name, value), text in words.items())
 
     def _params_schema(self, task: str) -> dict[str, Any]:
         schema = self._vocabulary.models[task].model_json_schema(by_alias=True)
