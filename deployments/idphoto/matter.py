@@ -2,7 +2,9 @@
 
 A batch may mix modes and photo sizes. Selfie requests run one by one (the interpreter takes one image); MODNet
 requests are grouped by their input size (photos of one aspect ratio share it) and each group is one forward pass.
-Groups are never padded to a common size: MODNet's InstanceNorm would see the padding and change the matte.
+Groups are never padded to a common size: MODNet's InstanceNorm would see the padding and change the matte. On a
+CPU a group runs image by image: there a batched pass costs more per image than single ones (measured 1.35-1.4x at
+batch 4, the activations outgrow the caches), so only a GPU gets whole groups.
 """
 
 from __future__ import annotations
@@ -94,9 +96,12 @@ class PortraitMatter:
             else:
                 raise InternalError(f"matting mode {request.matting!r} reached the matter; params allow modnet, selfie")
         for items in groups.values():
-            alphas = self._run_modnet([prepared.tensor for _, prepared in items])
-            for (index, prepared), alpha in zip(items, alphas):
-                results[index] = LowResMatte(alpha, prepared.affine, prepared.source_shape, "modnet")
+            step = len(items) if self.device.type == "cuda" else 1
+            for start in range(0, len(items), step):
+                chunk = items[start : start + step]
+                alphas = self._run_modnet([prepared.tensor for _, prepared in chunk])
+                for (index, prepared), alpha in zip(chunk, alphas):
+                    results[index] = LowResMatte(alpha, prepared.affine, prepared.source_shape, "modnet")
         return [results[index] for index in range(len(requests))]
 
     def matte(self, rgb: np.ndarray, matting: Matting = DEFAULT_MATTING) -> np.ndarray:

@@ -75,3 +75,13 @@ def test_specs_route_lists_at_least_25_presets(serve_url):
     specs = httpx.get(f"{serve_url}/v1/idphoto/specs", timeout=30).json()["specs"]
     slugs = {spec["slug"] for spec in specs}
     assert len(specs) >= 25 and {"cn-1inch", "cn-2inch", "us-passport", "icao-35x45"} <= slugs
+
+
+def test_every_answer_names_its_matting_engine_and_the_mode_is_per_request(serve_url, portrait_png):
+    default = _post(serve_url, portrait_png, spec="cn-1inch")
+    assert default.status_code == 200, default.text
+    assert "modnet" in default.headers["x-portrait-engine"]
+    fast = _post(serve_url, portrait_png, spec="cn-1inch", matting="selfie")
+    assert fast.status_code == 200 and fast.headers["x-portrait-engine"] == "selfie-segmentation+guided-filter"
+    wrong = _post(serve_url, portrait_png, matting="grabcut")
+    assert wrong.status_code == 422 and "matting" in wrong.json()["error"]["message"]

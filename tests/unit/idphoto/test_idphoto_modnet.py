@@ -96,7 +96,7 @@ def test_a_mixed_batch_answers_each_request_as_if_alone(matter, astronaut_rgb):
         MatteRequest(astronaut_rgb, "modnet"),
         MatteRequest(wide, "modnet"),
         MatteRequest(astronaut_rgb, "selfie"),
-        MatteRequest(flipped, "modnet"),  # same size as the first: shares its forward pass
+        MatteRequest(flipped, "modnet"),  # same size as the first: one group (one pass on a GPU)
     ]
     batched = matter.segment_batch(requests)
     assert [low.matting for low in batched] == ["modnet", "modnet", "selfie", "modnet"]
