@@ -19,58 +19,47 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class FaceAnalysisConfig:
-    """Tunables of one analyzer (a Serve ``user_config`` maps onto this).
-
-    ``min_eye_px``: smallest eye distance searched for (tiles are planned for it); ``max_windows``: cap on tiled
-    detector runs per photo, which raises that minimum on very large photos instead of letting cost explode (640
-    keeps 15 px eyes findable on a 12 MP group photo);
-    ``portrait_face_frac``: when the first 128 px pass finds exactly one face and it is this large (box side / long
-    image side), the photo is a portrait and the search ends there (a few ms); ``None`` always tiles;
-    ``mesh_threshold``: face-mesh confidence below which detector keypoints replace the mesh.
+class FaceAnalysisConfig(DetectionParams):
+    """Tunables of one analyzer (a Serve ``user_config`` maps onto this): the detection knobs of
+    :class:`DetectionParams` (declared there once) plus ``mesh_threshold``, the face-mesh confidence below which
+    detector keypoints replace the mesh, ``max_faces`` and ``num_threads``.
     """
 
-    score_threshold: float = 0.7
-    nms_iou: float = 0.3
     mesh_threshold: float = 0.5
-    min_eye_px: float = 15.0
-    max_windows: int = 640
-    portrait_face_frac: float | None = 0.15
     max_faces: int = 64
     num_threads: int = 1
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.score_threshold < 1.0 or not 0.0 <= self.mesh_threshold <= 1.0:
-            raise InvalidParameter("score_threshold must be in (0, 1) and mesh_threshold in [0, 1]")
-        if not 0.0 < self.nms_iou < 1.0:
-            raise InvalidParameter(f"nms_iou must be in (0, 1), got {self.nms_iou}")
-        if self.min_eye_px <= 0 or self.max_windows < 0 or self.max_faces < 1 or self.num_threads < 1:
-            raise InvalidParameter("min_eye_px, max_faces and num_threads must be positive, max_windows >= 0")
-
-    def detection_params(self) -> DetectionParams:
-        return DetectionParams(
-            score_threshold=self.score_threshold,
-            nms_iou=self.nms_iou,
-            min_eye_px=self.min_eye_px,
-            max_windows=self.max_windows,
-            portrait_face_frac=self.portrait_face_frac,
-        )
+        super().__post_init__()
+        if not 0.0 <= self.mesh_threshold <= 1.0:
+            raise InvalidParameter(f"mesh_threshold must be in [0, 1], got {self.mesh_threshold}")
+        if self.max_faces < 1 or self.num_threads < 1:
+            raise InvalidParameter("max_faces and num_threads must be positive")
 
 
 class FaceAnalyzerEngine:
     """Finds every face with its five landmarks. Holds the models and the frozen config only, so one engine serves
-    many threads (each thread gets its own interpreters)."""
+    many threads (each thread gets its own interpreters).
 
-    def __init__(self, models_dir: Path | str, config: FaceAnalysisConfig = FaceAnalysisConfig()) -> None:
+    ``models_dir`` holds the MediaPipe models; ``mtcnn_dir``, when given, MTCNN's (small faces of group photos).
+    """
+
+    def __init__(
+        self,
+        models_dir: Path | str,
+        config: FaceAnalysisConfig = FaceAnalysisConfig(),
+        *,
+        mtcnn_dir: Path | str | None = None,
+    ) -> None:
         self.config = config
-        self.detector = FaceDetector(models_dir, num_threads=config.num_threads)
+        self.detector = FaceDetector(models_dir, num_threads=config.num_threads, mtcnn_dir=mtcnn_dir)
         self.mesh = FaceMesh(models_dir, num_threads=config.num_threads)
 
     def analyze(self, image_rgb: np.ndarray) -> list[Face]:
         """Faces sorted by box area, largest first (the main subject leads); ``[]`` when there is none."""
         require_image(image_rgb, what="face analysis input", min_side_px=8)
         image_rgb = np.ascontiguousarray(image_rgb)
-        detections = self.detector.detect(image_rgb, self.config.detection_params())
+        detections = self.detector.detect(image_rgb, self.config)
         faces = []
         for detection in detections[: self.config.max_faces]:
             marks = self.mesh.locate(image_rgb, detection, mesh_threshold=self.config.mesh_threshold)

@@ -21,6 +21,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from deployments.common.errors import InvalidParameter
 from deployments.faces.tflite import TfliteModel
 
 logger = logging.getLogger(__name__)
@@ -64,8 +65,8 @@ FULL_RANGE = BlazeFaceSpec("face_detection_full_range_sparse.tflite", 192, ((4, 
 
 @dataclass(frozen=True, eq=False)
 class Detection:
-    """One detector hit: ``box`` (x0, y0, x1, y1), ``keypoints`` ``(6, 2)`` in the model's order: image-left eye,
-    image-right eye, nose tip, mouth centre, image-left ear tragion, image-right ear tragion."""
+    """One detector hit: ``box`` (x0, y0, x1, y1), ``keypoints`` ``(4, 2)``: image-left eye, image-right eye, nose
+    tip, mouth centre (the points both BlazeFace and MTCNN give; BlazeFace's ear points are not kept)."""
 
     box: np.ndarray
     score: float
@@ -78,13 +79,43 @@ class Detection:
 
 @dataclass(frozen=True)
 class DetectionParams:
-    """Knobs of one detection run (built from ``FaceAnalysisConfig``)."""
+    """Knobs of one detection run (``FaceAnalysisConfig`` extends this, so each knob is declared once).
+
+    ``score_threshold``: detector score a face needs; ``small_face_threshold``: the lower score enough for a face of
+    at most ``small_face_max_px`` (box side) in a photo that is not a portrait: small grey faces of old group photos
+    score 0.5–0.7, while the false hits seen at those scores are mostly large boxes on texture (measured on
+    ``bench/bench_group_faces.py``'s tuning photos). ``min_eye_px``: smallest eye distance the tiles are planned
+    for; ``max_windows``: cap on tiled detector runs per photo, which raises that minimum on very large photos
+    instead of letting cost explode; ``portrait_face_frac``: when the first 128 px pass finds exactly one face and
+    it is this large (box side / long image side), the photo is a portrait and the search ends there (a few ms);
+    ``None`` always tiles.
+    """
 
     score_threshold: float = 0.7
+    small_face_threshold: float = 0.5
+    small_face_max_px: float = 100.0
+    small_face_min_image_px: int = 1200
     nms_iou: float = 0.3
-    min_eye_px: float = 15.0
-    max_windows: int = 640
+    min_eye_px: float = 10.0
+    max_windows: int = 1024
     portrait_face_frac: float | None = 0.15
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.small_face_threshold <= self.score_threshold < 1.0:
+            raise InvalidParameter("thresholds must satisfy 0 < small_face_threshold <= score_threshold < 1")
+        if not 0.0 < self.nms_iou < 1.0:
+            raise InvalidParameter(f"nms_iou must be in (0, 1), got {self.nms_iou}")
+        if self.min_eye_px <= 0 or min(self.max_windows, self.small_face_max_px, self.small_face_min_image_px) < 0:
+            raise InvalidParameter("min_eye_px must be positive; max_windows and the small_face_* sizes >= 0")
+
+    def small_face_pass(self, width: int, height: int) -> bool:
+        return self.small_face_max_px > 0 and max(width, height) >= self.small_face_min_image_px
+
+    def accepts(self, detection: Detection) -> bool:
+        """In the small-face pass: a sure face, or a small one at the small-face threshold."""
+        return detection.score >= self.score_threshold or (
+            detection.score >= self.small_face_threshold and detection.size_px <= self.small_face_max_px
+        )
 
 
 @dataclass(frozen=True)
@@ -113,7 +144,7 @@ class BlazeFaceModel:
         self.anchors.setflags(write=False)
 
     def run_window(self, window_rgb: np.ndarray, score_threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Boxes ``(K, 4)`` (continuous input px), scores ``(K,)``, keypoints ``(K, 6, 2)`` above the threshold."""
+        """Boxes ``(K, 4)`` (continuous input px), scores ``(K,)``, keypoints ``(K, 4, 2)`` above the threshold."""
         tensor = window_rgb.astype(np.float32)[None] * (1.0 / 127.5) - 1.0
         regressors, logits = self.model.run(tensor)
         raw = np.clip(logits[0, :, 0], -RAW_SCORE_CLIP, RAW_SCORE_CLIP)
@@ -123,31 +154,51 @@ class BlazeFaceModel:
         centres = self.anchors[keep] + reg[:, 0:2]
         half = reg[:, 2:4] * 0.5
         boxes = np.concatenate([centres - half, centres + half], axis=1)
-        keypoints = reg[:, 4:16].reshape(-1, 6, 2) + self.anchors[keep][:, None, :]
+        keypoints = reg[:, 4:12].reshape(-1, 4, 2) + self.anchors[keep][:, None, :]
         return boxes, scores[keep], keypoints
 
 
 class FaceDetector:
-    """Both BlazeFace models and the window plan; holds models only (params travel with each call)."""
+    """Both BlazeFace models, the window plan and, when its weights are given, MTCNN for small faces; holds models
+    only (params travel with each call)."""
 
-    def __init__(self, models_dir: Path | str, *, num_threads: int = 1) -> None:
+    def __init__(self, models_dir: Path | str, *, num_threads: int = 1, mtcnn_dir: Path | str | None = None) -> None:
         self.short_range = BlazeFaceModel(Path(models_dir), SHORT_RANGE, num_threads=num_threads)
         self.full_range = BlazeFaceModel(Path(models_dir), FULL_RANGE, num_threads=num_threads)
+        self.mtcnn = None
+        if mtcnn_dir is not None:
+            from deployments.faces.mtcnn import Mtcnn  # torch loads only where MTCNN is used
+
+            self.mtcnn = Mtcnn(mtcnn_dir)
 
     def detect(self, image_rgb: np.ndarray, params: DetectionParams = DetectionParams()) -> list[Detection]:
-        """All faces in ``image_rgb`` (HxWx3 uint8 RGB), highest score first."""
+        """All faces in ``image_rgb`` (HxWx3 uint8 RGB), highest score first.
+
+        A portrait ends after the first whole-image pass. Any other photo also gets the full-range pass and the
+        tiles; a large one, when MTCNN is loaded, the small-face pass: tiles at the lower threshold plus MTCNN,
+        hits filtered by :meth:`DetectionParams.accepts`, merged by weighted NMS, and the merged hits under the main
+        threshold kept only when MTCNN's O-Net confirms them.
+        """
         height, width = image_rgb.shape[:2]
         pyramid = _Pyramid(image_rgb)
-        found = self._run_level(self.short_range, pyramid, _whole_image_level(width, height, SHORT_RANGE), params)
+        whole = _whole_image_level(width, height, SHORT_RANGE)
+        found = self._run_level(self.short_range, pyramid, whole, params.score_threshold)
         if params.portrait_face_frac is not None and _is_portrait(found, width, height, params):
             return weighted_nms(found, params.nms_iou)
-        found += self._run_level(self.full_range, pyramid, _whole_image_level(width, height, FULL_RANGE), params)
+        whole = _whole_image_level(width, height, FULL_RANGE)
+        found += self._run_level(self.full_range, pyramid, whole, params.score_threshold)
+        small_faces = self.mtcnn is not None and params.small_face_pass(width, height)
+        tile_threshold = params.small_face_threshold if small_faces else params.score_threshold
         for level in reversed(plan_tile_levels(width, height, params)):
-            found += self._run_level(self.short_range, pyramid, level, params)
-        return weighted_nms(found, params.nms_iou)
+            found += self._run_level(self.short_range, pyramid, level, tile_threshold)
+        if not small_faces:
+            return weighted_nms(found, params.nms_iou)
+        found += self.mtcnn.detect_small_faces(image_rgb, params)
+        merged = weighted_nms([d for d in found if params.accepts(d)], params.nms_iou)
+        return self.mtcnn.confirm(image_rgb, merged, below=params.score_threshold)
 
     def _run_level(
-        self, model: BlazeFaceModel, pyramid: _Pyramid, level: _Level, params: DetectionParams
+        self, model: BlazeFaceModel, pyramid: _Pyramid, level: _Level, score_threshold: float
     ) -> list[Detection]:
         level_image, (sx, sy) = pyramid.at(level.size)
         input_px = model.spec.input_px
@@ -158,7 +209,7 @@ class FaceDetector:
             pixels = cv2.warpAffine(
                 level_image, to_window, (input_px, input_px), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
             )
-            boxes, scores, keypoints = model.run_window(pixels, params.score_threshold)
+            boxes, scores, keypoints = model.run_window(pixels, score_threshold)
             for box, score, points in zip(boxes, scores, keypoints):
                 # continuous window px -> level pixel index -> image pixel index (exact inverse of the resize)
                 level_box = box + np.array([ox, oy, ox, oy]) - 0.5
@@ -281,7 +332,8 @@ def _min_overlap(origins: list[float], tile_px: int) -> float:
     return tile_px - max(b - a for a, b in zip(origins, origins[1:]))
 
 
-def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+def _overlap(box: np.ndarray, boxes: np.ndarray, by: str = "union") -> np.ndarray:
+    """Intersection over the union (IoU) or over the smaller of the two areas (``by="min"``)."""
     x0 = np.maximum(box[0], boxes[:, 0])
     y0 = np.maximum(box[1], boxes[:, 1])
     x1 = np.minimum(box[2], boxes[:, 2])
@@ -289,7 +341,21 @@ def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     inter = np.clip(x1 - x0, 0, None) * np.clip(y1 - y0, 0, None)
     area = (box[2] - box[0]) * (box[3] - box[1])
     areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    return inter / np.maximum(area + areas - inter, 1e-6)
+    denominator = np.minimum(area, areas) if by == "min" else area + areas - inter
+    return inter / np.maximum(denominator, 1e-6)
+
+
+def non_max_suppression(
+    boxes: np.ndarray, scores: np.ndarray, threshold: float, *, overlap: str = "union"
+) -> np.ndarray:
+    """Indices of the boxes greedy NMS keeps, best first; ``overlap="min"`` also drops a box lying inside a kept one."""
+    remaining = np.argsort(-scores, kind="stable")
+    kept = []
+    while remaining.size:
+        best = remaining[0]
+        kept.append(best)
+        remaining = remaining[1:][_overlap(boxes[best], boxes[remaining[1:]], overlap) <= threshold]
+    return np.array(kept, dtype=np.int64)
 
 
 def weighted_nms(detections: list[Detection], iou_threshold: float) -> list[Detection]:
@@ -305,7 +371,7 @@ def weighted_nms(detections: list[Detection], iou_threshold: float) -> list[Dete
     merged: list[Detection] = []
     while remaining.size:
         best = remaining[0]
-        overlap = _iou(boxes[best], boxes[remaining]) > iou_threshold
+        overlap = _overlap(boxes[best], boxes[remaining]) > iou_threshold
         members = remaining[overlap]
         weights = scores[members] / scores[members].sum()
         box = (boxes[members] * weights[:, None]).sum(axis=0)

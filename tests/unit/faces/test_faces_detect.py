@@ -135,7 +135,7 @@ def test_tile_plan_respects_window_budget():
 
 def test_weighted_nms_merges_overlaps_and_keeps_separate_faces():
     def det(x, score):
-        return Detection(np.array([x, 0, x + 10, 10], np.float32), score, np.full((6, 2), x, np.float32))
+        return Detection(np.array([x, 0, x + 10, 10], np.float32), score, np.full((4, 2), x, np.float32))
 
     merged = weighted_nms([det(0, 0.9), det(1, 0.9), det(50, 0.8)], 0.3)
     assert len(merged) == 2
