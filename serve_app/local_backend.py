@@ -40,9 +40,7 @@ class LocalBackend:
     def __init__(self, store: ModelStore, *, restore_models: Sequence[str] = RESTORE_MODELS, num_threads: int = 1):
         self._store = store
         self._restore_models = tuple(restore_models)
-        self._analyzer = FaceAnalyzerEngine(
-            store.resolve("face-detect-short").parent, FaceAnalysisConfig(num_threads=num_threads)
-        )
+        self._analyzer = FaceAnalyzerEngine.from_store(store, FaceAnalysisConfig(num_threads=num_threads))
         self._matter = PortraitMatter.from_store(store, num_threads=num_threads)
         self._matte_engines = {mode: matte_engine_info(store.manifest, mode) for mode in MATTING_MODES}
         self._restorers: dict[str, FaceRestorerEngine] = {}

@@ -11,11 +11,15 @@ import numpy as np
 
 from deployments.common.errors import InvalidParameter
 from deployments.common.image import require_image
+from deployments.common.weights import ModelStore
 from deployments.faces.detect import DetectionParams, FaceDetector
 from deployments.faces.landmarks import FaceMesh
 from deployments.faces.types import Face
 
 logger = logging.getLogger(__name__)
+
+FACE_MODELS = ("face-detect-short", "face-detect-full", "face-mesh")
+MTCNN_MODELS = ("mtcnn-pnet", "mtcnn-rnet", "mtcnn-onet")
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,16 @@ class FaceAnalyzerEngine:
         self.config = config
         self.detector = FaceDetector(models_dir, num_threads=config.num_threads, mtcnn_dir=mtcnn_dir)
         self.mesh = FaceMesh(models_dir, num_threads=config.num_threads)
+
+    @classmethod
+    def from_store(cls, store: ModelStore, config: FaceAnalysisConfig = FaceAnalysisConfig()) -> FaceAnalyzerEngine:
+        """The built-in models from the store; MTCNN only when all three of its files are there (without it the
+        small-face pass of group photos is off: BlazeFace alone, at its main threshold)."""
+        mtcnn_paths = [store.find(name) for name in MTCNN_MODELS]
+        mtcnn_dir = mtcnn_paths[0].parent if all(mtcnn_paths) else None
+        if mtcnn_dir is None:
+            logger.warning("MTCNN weights absent (%s): small faces of group photos are searched less", MTCNN_MODELS)
+        return cls(store.resolve(FACE_MODELS[0]).parent, config, mtcnn_dir=mtcnn_dir)
 
     def analyze(self, image_rgb: np.ndarray) -> list[Face]:
         """Faces sorted by box area, largest first (the main subject leads); ``[]`` when there is none."""

@@ -13,34 +13,33 @@ from deployments.common.deployment import (
     BATCH_DEFAULTS,
     apply_batch_config,
     batch_defaults,
-    limit_cpu_threads,
     options_from,
     record_batch,
     record_faces,
     replica_facts,
+    torch_threads,
 )
 from deployments.common.settings import get_model_settings
-from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalyzerEngine
+from deployments.faces.analyze import FACE_MODELS, MTCNN_MODELS, FaceAnalysisConfig, FaceAnalyzerEngine
 from deployments.faces.types import Face
 
-FACE_MODELS = ("face-detect-short", "face-detect-full", "face-mesh")
 PROBE_IMAGE = np.full((64, 64, 3), 128, np.uint8)
 
 
 @serve.deployment(name="FaceAnalyzer")
 class FaceAnalyzer:
     def __init__(self) -> None:
-        limit_cpu_threads(1)
-        store = get_model_settings().open_model_store()
-        self._statuses = [store.status(name) for name in FACE_MODELS]
-        self._models_dir = store.resolve("face-detect-short").parent
-        self._engine = FaceAnalyzerEngine(self._models_dir, FaceAnalysisConfig(num_threads=1))
+        torch_threads(1)  # MTCNN runs in torch
+        self._store = get_model_settings().open_model_store()
+        self._statuses = [self._store.status(name) for name in FACE_MODELS + MTCNN_MODELS]
+        self._engine = FaceAnalyzerEngine.from_store(self._store, FaceAnalysisConfig(num_threads=1))
         self._batch = BATCH_DEFAULTS["FaceAnalyzer"]
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         """``user_config``: batch keys plus any ``FaceAnalysisConfig`` field (``min_eye_px``, ``max_windows``...)."""
         self._batch, analysis = apply_batch_config(self.analyze, user_config, BATCH_DEFAULTS["FaceAnalyzer"])
-        self._engine = FaceAnalyzerEngine(self._models_dir, options_from(FaceAnalysisConfig, analysis, num_threads=1))
+        config = options_from(FaceAnalysisConfig, analysis, num_threads=1)
+        self._engine = FaceAnalyzerEngine.from_store(self._store, config)
 
     @serve.batch(**batch_defaults("FaceAnalyzer"))
     async def analyze(self, images: list[np.ndarray]) -> list[list[Face]]:
