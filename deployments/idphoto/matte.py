@@ -81,13 +81,11 @@ def keep_subject(low: LowResMatte, point_xy: tuple[float, float]) -> LowResMatte
     blur) and feathered, so soft hair edges survive.
     """
     core = (low.alpha >= 0.5).astype(np.uint8)
-    count, labels = cv2.connectedComponents(core, connectivity=8)
+    _, labels = cv2.connectedComponents(core, connectivity=8)
     x, y = (int(round(v)) for v in (low.affine @ np.array([point_xy[0], point_xy[1], 1.0])))
     if not (0 <= x < core.shape[1] and 0 <= y < core.shape[0]) or labels[y, x] == 0:
         logger.debug("subject point is outside the matte; keeping every blob")
         return low
-    if count == 2:
-        return low  # the subject is the only blob
     reach = 2 if low.matting == "selfie" else max(2, int(round(0.02 * max(core.shape))))
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * reach + 1, 2 * reach + 1))
     keep = cv2.dilate((labels == labels[y, x]).astype(np.uint8), kernel)

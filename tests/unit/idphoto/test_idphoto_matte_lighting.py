@@ -8,7 +8,15 @@ import pytest
 
 from deployments.idphoto.background import composite, render_background
 from deployments.idphoto.lighting import MAX_GAIN_CHANGE, correct_lighting, white_balance
-from deployments.idphoto.matte import compose_affine, estimate_foreground, invert_affine, letterbox, refine_matte
+from deployments.idphoto.matte import (
+    LowResMatte,
+    compose_affine,
+    estimate_foreground,
+    invert_affine,
+    keep_subject,
+    letterbox,
+    refine_matte,
+)
 
 
 def two_tone(width_px: int = 200, height_px: int = 160) -> tuple[np.ndarray, np.ndarray]:
@@ -75,3 +83,18 @@ def test_background_renders(render):
         assert (background[int(0.35 * 139), 50] > background[0, 0]).all()
     white = render_background((255, 255, 255), (100, 140), render)
     assert np.allclose(white, 1.0)
+
+
+@pytest.mark.parametrize("matting", ["modnet", "selfie"])
+def test_keep_subject_drops_detached_blobs_and_keeps_soft_hair_within_reach(matting):
+    alpha = np.zeros((672, 512), np.float32)
+    cv2.circle(alpha, (256, 300), 120, 1.0, -1)  # the subject
+    alpha[170:180, 250:262] = 0.3  # a soft strand reaching 10 px above the head
+    cv2.circle(alpha, (60, 60), 30, 1.0, -1)  # a lamp, detached
+    low = LowResMatte(alpha, np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]), alpha.shape, matting)
+    kept = keep_subject(low, (256.0, 300.0)).alpha
+    assert kept[300, 256] == pytest.approx(1.0) and kept[60, 60] == 0.0
+    if matting == "modnet":  # MODNet's soft hair reaches further: 2 % of the canvas (13 px here) is kept
+        assert kept[172, 256] == pytest.approx(0.3, abs=0.01)
+    else:  # the selfie model's haze beyond 2 px of its core is dropped
+        assert kept[172, 256] < 0.01
