@@ -10,7 +10,7 @@ from ray.serve import Application
 from deployments.cartoon.deployment import Cartoonizer
 from deployments.faces.deployment import FaceAnalyzer
 from deployments.idphoto.deployment import PortraitMatter
-from deployments.restore.deployment import FaceRestorer
+from deployments.restore.deployment import BackgroundUpscaler, FaceRestorer
 from deployments.restore.params import RESTORE_MODELS
 from serve_app.bucket.deployment import BucketRunner
 from serve_app.handles import Stages
@@ -18,7 +18,12 @@ from serve_app.ingress import Ingress
 from serve_app.instructions import InstructionsConfig
 
 # Deployment names the Serve YAML configures, one per restoration model.
-RESTORER_DEPLOYMENTS = {"gpen-bfr-512": "FaceRestorer512", "gpen-bfr-256": "FaceRestorer256"}
+RESTORER_DEPLOYMENTS = {
+    "gfpgan-v1.4": "FaceRestorerGFPGAN",
+    "codeformer": "FaceRestorerCodeFormer",
+    "gpen-bfr-512": "FaceRestorer512",
+    "gpen-bfr-256": "FaceRestorer256",
+}
 
 
 class AppArgs(BaseModel):
@@ -26,7 +31,8 @@ class AppArgs(BaseModel):
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
-    restore_models: list[Literal[RESTORE_MODELS]] = Field(default_factory=lambda: list(RESTORE_MODELS))
+    # The restorers to deploy, in order of preference: a request without `model` gets the first whose weights load.
+    restore_models: list[Literal[RESTORE_MODELS]] = Field(default_factory=lambda: list(RESTORE_MODELS), min_length=1)
     # The bucket-event trigger (webhook, SQS, poller); its routes live in the BucketRunner user_config.
     bucket_runner: bool = True
     # Plain-language requests (/v1/instructions, the OpenAI-compatible routes): the rule engine, or a language model
@@ -46,6 +52,7 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
         restorers=restorers,
         cartoon_head=Cartoonizer.options(name="CartoonHead").bind("head"),
         cartoon_background=Cartoonizer.options(name="CartoonBackground").bind("background"),
+        upscaler=BackgroundUpscaler.bind(),
     )
     runner = BucketRunner.bind(stages=stages) if options.bucket_runner else None
     return Ingress.bind(stages=stages, bucket_runner=runner, instructions=options.instructions)

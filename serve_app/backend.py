@@ -16,7 +16,7 @@ from deployments.common.engine import EngineInfo
 from deployments.common.weights import ModelSpec
 from deployments.faces.types import Face
 from deployments.idphoto.matte import MATTE_MODELS, LowResMatte, Matting
-from deployments.restore.types import RestoredFace
+from deployments.restore.types import BackgroundEngine, FaceToRestore, RestoredFace, TileToUpscale, UpscaledTile
 
 
 def matte_engine_info(manifest: Mapping[str, ModelSpec], matting: Matting) -> EngineInfo:
@@ -35,7 +35,17 @@ class Backend(Protocol):
 
     async def analyze_faces(self, image: np.ndarray) -> list[Face]: ...
 
-    async def restore_face(self, crop: np.ndarray, model: str) -> RestoredFace: ...
+    async def restore_face(self, face: FaceToRestore, model: str) -> RestoredFace: ...
+
+    async def default_restore_model(self) -> str:
+        """The model a restore job without ``model`` gets: the first available in the service's order."""
+        ...
+
+    async def background_engine(self, scale: int) -> BackgroundEngine | None:
+        """The neural engine that upscales the background by ``scale``; None when only Lanczos is available."""
+        ...
+
+    async def upscale_tile(self, tile: TileToUpscale) -> UpscaledTile: ...
 
     def restore_template(self, model: str) -> str:
         """The alignment template the restorer of ``model`` expects (e.g. ``gpen-512``)."""

@@ -23,7 +23,7 @@ from deployments.common.errors import InvalidParameter, Overloaded
 from deployments.common.weights import ModelSpec
 from deployments.faces.types import Face
 from deployments.idphoto.matte import MATTING_MODES, LowResMatte, MatteRequest, Matting
-from deployments.restore.types import RestoredFace
+from deployments.restore.types import BackgroundEngine, FaceToRestore, RestoredFace, TileToUpscale, UpscaledTile
 from serve_app.backend import matte_engine_info, restore_template
 
 logger = logging.getLogger(__name__)
@@ -40,6 +40,7 @@ class Stages:
     restorers: Mapping[str, DeploymentHandle]
     cartoon_head: DeploymentHandle
     cartoon_background: DeploymentHandle
+    upscaler: DeploymentHandle
 
     def probes(self) -> dict[str, DeploymentHandle]:
         """Every deployment ``/healthz`` asks, under the name it reports."""
@@ -48,6 +49,7 @@ class Stages:
             "PortraitMatter": self.matter,
             "CartoonHead": self.cartoon_head,
             "CartoonBackground": self.cartoon_background,
+            "BackgroundUpscaler": self.upscaler,
             **{f"FaceRestorer[{name}]": handle for name, handle in self.restorers.items()},
         }
 
@@ -58,7 +60,10 @@ class HandleBackend:
         self._matter = stages.matter
         self._cartoon_head = stages.cartoon_head
         self._cartoon_background = stages.cartoon_background
-        self._restorers = dict(stages.restorers)
+        self._restorers = dict(stages.restorers)  # in the order of preference the Serve YAML gives
+        self._upscaler = stages.upscaler
+        self._default_model: str | None = None
+        self._background_engines: dict[int, BackgroundEngine | None] = {}
         self._restore_templates = {name: restore_template(manifest, name) for name in self._restorers}
         self._matte_engines = {mode: matte_engine_info(manifest, mode) for mode in MATTING_MODES}
         self._probes = stages.probes()
@@ -66,8 +71,27 @@ class HandleBackend:
     async def analyze_faces(self, image: np.ndarray) -> list[Face]:
         return await call_deployment(self._analyzer.analyze, image)
 
-    async def restore_face(self, crop: np.ndarray, model: str) -> RestoredFace:
-        return await call_deployment(self._pick(self._restorers, model).restore, crop)
+    async def restore_face(self, face: FaceToRestore, model: str) -> RestoredFace:
+        return await call_deployment(self._pick(self._restorers, model).restore, face)
+
+    async def default_restore_model(self) -> str:
+        """The first deployed restorer (in the YAML's order) whose weights are loaded; asked once, then remembered."""
+        if self._default_model is None:
+            for name, handle in self._restorers.items():
+                if (await call_deployment(handle.engine_info)).neural:
+                    self._default_model = name
+                    break
+            else:
+                self._default_model = next(iter(self._restorers))
+        return self._default_model
+
+    async def background_engine(self, scale: int) -> BackgroundEngine | None:
+        if scale not in self._background_engines:
+            self._background_engines[scale] = await call_deployment(self._upscaler.engine_for, scale)
+        return self._background_engines[scale]
+
+    async def upscale_tile(self, tile: TileToUpscale) -> UpscaledTile:
+        return await call_deployment(self._upscaler.upscale, tile)
 
     async def segment_portrait(self, image: np.ndarray, matting: Matting) -> LowResMatte:
         return await call_deployment(self._matter.segment, MatteRequest(image, matting))

@@ -28,7 +28,8 @@ from deployments.idphoto.matte import MATTING_MODES, LowResMatte, Matting
 from deployments.idphoto.matter import PortraitMatter
 from deployments.restore.params import RESTORE_MODELS
 from deployments.restore.restorer import FaceRestorerEngine
-from deployments.restore.types import RestoredFace
+from deployments.restore.types import BackgroundEngine, FaceToRestore, RestoredFace, TileToUpscale, UpscaledTile
+from deployments.restore.upscaler import BackgroundUpscalerEngine
 from serve_app.backend import matte_engine_info, restore_template
 
 logger = logging.getLogger(__name__)
@@ -44,15 +45,27 @@ class LocalBackend:
         self._matter = PortraitMatter.from_store(store, num_threads=num_threads)
         self._matte_engines = {mode: matte_engine_info(store.manifest, mode) for mode in MATTING_MODES}
         self._restorers: dict[str, FaceRestorerEngine] = {}
+        self._upscaler: BackgroundUpscalerEngine | None = None
         self._cartoonizers: dict[ModelKind, CartoonEngine] = {}
 
     async def analyze_faces(self, image: np.ndarray) -> list[Face]:
         return await asyncio.to_thread(self._analyzer.analyze, image)
 
-    async def restore_face(self, crop: np.ndarray, model: str) -> RestoredFace:
+    async def restore_face(self, face: FaceToRestore, model: str) -> RestoredFace:
         restorer = self._restorer(model)
-        (restored,) = await asyncio.to_thread(restorer.restore, [crop])
+        (restored,) = await asyncio.to_thread(restorer.restore, [face])
         return restored
+
+    async def default_restore_model(self) -> str:
+        present = [name for name in self._restore_models if self._store.find(name) is not None]
+        return (present or list(self._restore_models))[0]
+
+    async def background_engine(self, scale: int) -> BackgroundEngine | None:
+        return self._background_upscaler().engine_for(scale)
+
+    async def upscale_tile(self, tile: TileToUpscale) -> UpscaledTile:
+        (upscaled,) = await asyncio.to_thread(self._background_upscaler().upscale, [tile])
+        return upscaled
 
     def restore_template(self, model: str) -> str:
         self._restorer(model)  # refuses a model this backend does not run
@@ -83,6 +96,11 @@ class LocalBackend:
         if kind not in self._cartoonizers:
             self._cartoonizers[kind] = CartoonEngine(kind, cartoon_styles(self._store.manifest), self._store)
         return self._cartoonizers[kind]
+
+    def _background_upscaler(self) -> BackgroundUpscalerEngine:
+        if self._upscaler is None:
+            self._upscaler = BackgroundUpscalerEngine(self._store)
+        return self._upscaler
 
     def _restorer(self, model: str) -> FaceRestorerEngine:
         if model not in self._restore_models:

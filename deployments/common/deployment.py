@@ -36,6 +36,7 @@ BATCH_DEFAULTS: dict[str, BatchConfig] = {
     "PortraitMatter": BatchConfig(max_batch_size=8, batch_wait_timeout_s=0.005),
     "FaceRestorer": BatchConfig(max_batch_size=8, batch_wait_timeout_s=0.02),
     "Cartoonizer": BatchConfig(max_batch_size=8, batch_wait_timeout_s=0.02),
+    "BackgroundUpscaler": BatchConfig(max_batch_size=8, batch_wait_timeout_s=0.01),
 }
 
 

@@ -1,4 +1,5 @@
-"""``FaceRestorer``: one deployment per restoration model, batched over aligned face crops from any request."""
+"""``FaceRestorer`` (one deployment per restoration model, batched over aligned face crops from any request) and
+``BackgroundUpscaler`` (Real-ESRGAN, batched over background tiles from any photo). The only Ray code of this job."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import asyncio
 import dataclasses
 from typing import Any
 
-import numpy as np
 from ray import serve
 
 from deployments.common.deployment import (
@@ -19,9 +19,11 @@ from deployments.common.deployment import (
     replica_facts,
     torch_threads,
 )
+from deployments.common.engine import EngineInfo
 from deployments.common.settings import get_model_settings
 from deployments.restore.restorer import FaceRestorerEngine, RestorerOptions
-from deployments.restore.types import RestoredFace
+from deployments.restore.types import BackgroundEngine, FaceToRestore, RestoredFace, TileToUpscale, UpscaledTile
+from deployments.restore.upscaler import UPSCALE_MODELS, BackgroundUpscalerEngine, UpscalerOptions
 
 
 @serve.deployment(name="FaceRestorer")
@@ -41,9 +43,13 @@ class FaceRestorer:
             self._engine = FaceRestorerEngine(self._model_name, self._store, options)
 
     @serve.batch(**batch_defaults("FaceRestorer"))
-    async def restore(self, crops: list[np.ndarray]) -> list[RestoredFace]:
-        record_batch(f"FaceRestorer[{self._model_name}]", len(crops))
-        return await asyncio.to_thread(self._engine.restore, crops)
+    async def restore(self, faces: list[FaceToRestore]) -> list[RestoredFace]:
+        record_batch(f"FaceRestorer[{self._model_name}]", len(faces))
+        return await asyncio.to_thread(self._engine.restore, faces)
+
+    async def engine_info(self) -> EngineInfo:
+        """The engine this replica runs (the ingress picks the default model by it)."""
+        return self._engine.info
 
     def check_health(self) -> None:
         """Serve's periodic probe: weights loaded; on a GPU, a one-face forward pass must work."""
@@ -61,5 +67,49 @@ class FaceRestorer:
             "batch": self._batch.model_dump(),
             "options": dataclasses.asdict(self._engine.options),
             **gpu_facts(f"FaceRestorer[{self._model_name}]"),
+            **replica_facts(),
+        }
+
+
+@serve.deployment(name="BackgroundUpscaler")
+class BackgroundUpscaler:
+    def __init__(self) -> None:
+        torch_threads(1)
+        self._store = get_model_settings().open_model_store()
+        self._engine = BackgroundUpscalerEngine(self._store)
+        self._batch = BATCH_DEFAULTS["BackgroundUpscaler"]
+
+    def reconfigure(self, user_config: dict[str, Any]) -> None:
+        """``user_config``: batch keys plus ``device`` and ``max_input_megapixels``."""
+        self._batch, rest = apply_batch_config(self.upscale, user_config, BATCH_DEFAULTS["BackgroundUpscaler"])
+        options = options_from(UpscalerOptions, rest)
+        if options != self._engine.options:
+            self._engine = BackgroundUpscalerEngine(self._store, options)
+
+    @serve.batch(**batch_defaults("BackgroundUpscaler"))
+    async def upscale(self, tiles: list[TileToUpscale]) -> list[UpscaledTile]:
+        record_batch("BackgroundUpscaler", len(tiles))
+        return await asyncio.to_thread(self._engine.upscale, tiles)
+
+    async def engine_for(self, scale: int) -> BackgroundEngine | None:
+        """Which engine upscales by ``scale`` here, for photos up to which size (None: the job keeps Lanczos)."""
+        return self._engine.engine_for(scale)
+
+    def check_health(self) -> None:
+        self._engine.probe()
+        gpu_facts("BackgroundUpscaler")
+
+    async def health(self) -> dict[str, Any]:
+        engines = {scale: self._engine.engine_for(scale) for scale in UPSCALE_MODELS}
+        neural = all(info is not None for info in engines.values())
+        names = dict.fromkeys(name for models in UPSCALE_MODELS.values() for name in models)
+        return {
+            "status": "ok" if neural else "degraded",
+            "engine": "+".join(sorted({info.info.engine for info in engines.values() if info})) or "lanczos",
+            "scales": {str(scale): info.info.to_json() if info else None for scale, info in engines.items()},
+            "options": dataclasses.asdict(self._engine.options),
+            "models": [self._store.status(name).to_json() for name in names],
+            "batch": self._batch.model_dump(),
+            **gpu_facts("BackgroundUpscaler"),
             **replica_facts(),
         }

@@ -1,8 +1,9 @@
-"""Pre/post-processing and batched inference for GPEN, as plain functions the deployment calls.
+"""Pre/post-processing and batched inference for the face restorers, as plain functions the deployment calls.
 
-Crops follow the package image contract (HxWx3 uint8 RGB). Pre-processing is the official one (``face_gan.py``:
-resize to the model size with ``cv2.resize`` default bilinear, /255, (x−0.5)/0.5), minus the BGR round trip since the
-model's channels are RGB. Post-processing is the official demo's: ×0.5+0.5, clip to [0, 1], ×255, truncate to uint8.
+Crops follow the package image contract (HxWx3 uint8 RGB). Pre-processing is the official one of all three families
+(GPEN's ``face_gan.py``, GFPGANer and CodeFormer's ``img2tensor`` + ``normalize``): /255, (x−0.5)/0.5, minus the BGR
+round trip since our models take RGB. Post-processing: ×0.5+0.5, clip to [0, 1], ×255, then GPEN's demo truncates to
+uint8 while basicsr's ``tensor2img`` (GFPGAN, CodeFormer) rounds: ``round_output`` picks.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import contextlib
 import cv2
 import numpy as np
 import torch
+from torch import nn
 
-from deployments.common.errors import InvalidParameter
+from deployments.common.errors import InternalError, InvalidParameter
 from deployments.common.image import require_image
-from deployments.restore.gpen import GpenGenerator
 
 AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -33,39 +34,46 @@ def faces_to_tensor(crops: list[np.ndarray], size: int) -> torch.Tensor:
     return tensor.permute(0, 3, 1, 2).contiguous()
 
 
-def tensor_to_faces(images: torch.Tensor) -> list[np.ndarray]:
-    """B×3×H×W model output in [-1, 1] (any float dtype, any device) → HxWx3 uint8 RGB faces, truncated."""
+def tensor_to_faces(images: torch.Tensor, *, round_output: bool = False) -> list[np.ndarray]:
+    """B×3×H×W model output in [-1, 1] (any float dtype, any device) → HxWx3 uint8 RGB faces, truncated (GPEN) or
+    rounded (``round_output``: basicsr's ``tensor2img``)."""
     if images.ndim != 4 or images.shape[1] != 3:
-        raise InvalidParameter(f"expected B×3×H×W images, got {tuple(images.shape)}")
+        raise InternalError(f"a restorer returned {tuple(images.shape)}, not B×3×H×W images")
     hwc = (images * 0.5 + 0.5).permute(0, 2, 3, 1).float().cpu().numpy()
     scaled = np.clip(hwc, 0, 1) * 255.0
+    if round_output:
+        scaled = np.round(scaled)
     return [np.ascontiguousarray(face.astype(np.uint8)) for face in scaled]
 
 
-def restore_with_gpen(
-    model: GpenGenerator,
+def restore_batch(
+    model: nn.Module,
     crops: list[np.ndarray],
     *,
+    size_px: int,
+    fidelities: list[float] | None = None,
+    round_output: bool = False,
     device: str | torch.device = "cpu",
     autocast_dtype: str | None = None,
     channels_last: bool = False,
 ) -> list[np.ndarray]:
     """Restore all crops in one forward pass; returns size×size RGB uint8 faces, one per crop, in order.
 
-    ``model`` is a loaded ``GpenGenerator`` already on ``device`` (convert it once to channels-last when passing
-    ``channels_last=True``). ``autocast_dtype`` ("bfloat16" or "float16") is honoured only on CUDA, where it pays off.
+    ``model`` is a loaded restorer already on ``device`` (convert it once to channels-last when passing
+    ``channels_last=True``); ``fidelities`` (one per crop) go to a model that takes them (CodeFormer's ``w``).
+    ``autocast_dtype`` ("bfloat16" or "float16") is honoured only on CUDA, where it pays off.
     """
     if not crops:
         return []
     torch_device = torch.device(device)
     amp_dtype = _autocast_dtype(autocast_dtype, torch_device)
-    batch = faces_to_tensor(crops, model.config.size).to(torch_device)
+    batch = faces_to_tensor(crops, size_px).to(torch_device)
     if channels_last:
         batch = batch.contiguous(memory_format=torch.channels_last)
     amp = torch.autocast("cuda", dtype=amp_dtype) if amp_dtype is not None else contextlib.nullcontext()
     with torch.inference_mode(), amp:
-        restored = model(batch)
-    return tensor_to_faces(restored)
+        restored = model(batch) if fidelities is None else model(batch, torch.tensor(fidelities))
+    return tensor_to_faces(restored, round_output=round_output)
 
 
 def _autocast_dtype(name: str | None, device: torch.device) -> torch.dtype | None:

@@ -4,16 +4,30 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from deployments.common.params import JobParams
 
-RESTORE_MODELS = ("gpen-bfr-512", "gpen-bfr-256")
+# Every restoration model the service can deploy (each a manifest entry of task face_restoration; a test keeps the two
+# in step). Which of them run, and in which order of preference, is the Serve YAML's ``args.restore_models``.
+RESTORE_MODELS = ("gfpgan-v1.4", "codeformer", "gpen-bfr-512", "gpen-bfr-256")
+CODEFORMER_DEFAULT_FIDELITY = 0.5  # the official inference_codeformer.py default (-w 0.5)
 
 
 class RestoreParams(JobParams):
-    model: Literal["gpen-bfr-512", "gpen-bfr-256"] = Field("gpen-bfr-512", description="restoration model")
-    upscale: Literal[1, 2, 4] = Field(1, description="whole-image upscale factor (Lanczos, tiled)")
+    model: Literal[RESTORE_MODELS] | None = Field(
+        None, description="restoration model; default: the first deployed model whose weights are present"
+    )
+    fidelity: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="CodeFormer only: 0 = most enhancement, 1 = most faithful to the input (default 0.5)",
+    )
+    upscale: Literal[1, 2, 4] = Field(1, description="whole-image upscale factor")
+    bg_upsampler: Literal["realesrgan", "lanczos"] | None = Field(
+        None, description="how the photo around the faces is upscaled; default realesrgan when its weights are present"
+    )
     max_faces: int = Field(32, ge=1, le=64, description="restore at most this many faces, largest first")
     only_center_face: bool = Field(False, description="restore only the face nearest the image centre")
     blend: float = Field(1.0, ge=0.0, le=1.0, description="0 keeps the original face, 1 the restored one")
@@ -24,3 +38,15 @@ class RestoreParams(JobParams):
     def _form_digits(cls, value: object) -> object:
         """Form fields arrive as text: accept "2" for 2."""
         return int(value) if isinstance(value, str) and value.strip().isdigit() else value
+
+    @model_validator(mode="after")
+    def _fidelity_is_codeformers(self) -> RestoreParams:
+        if self.fidelity is not None and self.model not in ("codeformer", None):
+            raise ValueError(f"fidelity applies to model codeformer only, not {self.model}")
+        return self
+
+    def fidelity_for(self, model: str) -> float:
+        """The fidelity weight a restorer of ``model`` gets (only CodeFormer reads it)."""
+        if model == "codeformer":
+            return CODEFORMER_DEFAULT_FIDELITY if self.fidelity is None else self.fidelity
+        return CODEFORMER_DEFAULT_FIDELITY

@@ -1,27 +1,53 @@
-"""The restoration engine a ``FaceRestorer`` replica holds: GPEN when its weights are in the store, else classic.
+"""The restoration engine a ``FaceRestorer`` replica holds: one model's network when its weights are in the store,
+else the classic engine.
 
-Crops follow the image contract (HxWx3 uint8 RGB), aligned with the GPEN template; results come back at the model's
-own size (the caller scales its paste-back matrix accordingly).
+Which network family a model is, and how its official inference treats it, is looked up by the manifest entry's
+``architecture`` in ``ARCHITECTURES``; its crop size and alignment template are the entry's ``args``. Crops follow
+the image contract (HxWx3 uint8 RGB), aligned with that template; results come back at the model's own size (the
+caller scales its paste-back matrix accordingly).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
+from torch import nn
 
 from deployments.common.engine import EngineInfo
-from deployments.common.errors import InvalidParameter
+from deployments.common.errors import InvalidParameter, ModelUnavailable
 from deployments.common.torch_device import pick_device
 from deployments.common.weights import ModelStore
 from deployments.restore.classic import restore_face_classic
-from deployments.restore.engine import restore_with_gpen
+from deployments.restore.codeformer import load_codeformer
+from deployments.restore.engine import restore_batch
+from deployments.restore.gfpgan import load_gfpgan
 from deployments.restore.gpen import load_gpen
-from deployments.restore.types import RestoredFace
+from deployments.restore.types import FaceToRestore, RestoredFace
 
 logger = logging.getLogger(__name__)
+
+CLASSIC = EngineInfo(engine="classic-restore", neural=False, weights=None)
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """How one network family is loaded and called, as its official inference does it."""
+
+    load: Callable[[Path], nn.Module]
+    takes_fidelity: bool = False  # CodeFormer's ``w``
+    round_output: bool = False  # basicsr's ``tensor2img`` rounds; GPEN's demo truncates
+
+
+ARCHITECTURES: dict[str, Architecture] = {
+    "gpen": Architecture(load=load_gpen),
+    "gfpgan": Architecture(load=load_gfpgan, round_output=True),
+    "codeformer": Architecture(load=load_codeformer, takes_fidelity=True, round_output=True),
+}
 
 
 @dataclass(frozen=True)
@@ -41,35 +67,41 @@ class FaceRestorerEngine:
     """Loads once; ``restore`` runs one forward pass for a whole batch of crops."""
 
     def __init__(self, model_name: str, store: ModelStore, options: RestorerOptions = RestorerOptions()) -> None:
+        spec = store.spec(model_name)
+        if spec.architecture not in ARCHITECTURES:
+            raise ModelUnavailable(f"{model_name} is a {spec.architecture!r} model, not a face restorer")
         self.model_name = model_name
         self.options = options
         self.device = pick_device(options.device)
+        self.size_px = int(spec.args["size"])
+        self._architecture = ARCHITECTURES[spec.architecture]
         path = store.find(model_name)
         if path is None:
             logger.warning("%s weights are absent: serving the classic (non-neural) restorer", model_name)
-            self._model = None
-            self.info = EngineInfo(engine="classic-restore", neural=False, weights=None)
-            self.size_px = int(store.spec(model_name).args.get("size", 512))
+            self._model: nn.Module | None = None
+            self.info = CLASSIC
             return
-        model = load_gpen(path, map_location="cpu").to(self.device)
+        model = self._architecture.load(path).to(self.device)
         if options.channels_last and self.device.type == "cuda":
             model = model.to(memory_format=torch.channels_last)
         self._model = model
-        self.size_px = model.config.size
         self.info = EngineInfo.from_weights(store.status(model_name))
 
     def probe(self) -> None:
         """Health probe: a one-face forward pass on a GPU (milliseconds there); on a CPU it would cost seconds, so
         there the loaded weights are the check."""
         if self._model is not None and self.device.type == "cuda":
-            self.restore([np.zeros((self.size_px, self.size_px, 3), np.uint8)])
+            self.restore([FaceToRestore(np.zeros((self.size_px, self.size_px, 3), np.uint8))])
 
-    def restore(self, crops: list[np.ndarray]) -> list[RestoredFace]:
+    def restore(self, faces: list[FaceToRestore]) -> list[RestoredFace]:
         if self._model is None:
-            return [RestoredFace(restore_face_classic(crop), self.info) for crop in crops]
-        restored = restore_with_gpen(
+            return [RestoredFace(restore_face_classic(face.crop), self.info) for face in faces]
+        restored = restore_batch(
             self._model,
-            crops,
+            [face.crop for face in faces],
+            size_px=self.size_px,
+            fidelities=[face.fidelity for face in faces] if self._architecture.takes_fidelity else None,
+            round_output=self._architecture.round_output,
             device=self.device,
             autocast_dtype=self.options.autocast_dtype,
             channels_last=self.options.channels_last and self.device.type == "cuda",

@@ -56,6 +56,12 @@ class _Span:
     keep_end: int
 
 
+def realesrgan_multiple_px(scale: int) -> int:
+    """What ``split_tiles`` aligns windows to for Real-ESRGAN at ``scale``: x2plus pixel-unshuffles its input by 2.
+    (Here, not beside the network, so the ingress can cut tiles without importing torch.)"""
+    return 2 if scale == 2 else 1
+
+
 def split_tiles(rgb: np.ndarray, *, tile_px: int, overlap_px: int, multiple_px: int = 1) -> list[Tile]:
     """Cut ``rgb`` (HxWx3 uint8) into tiles of ``tile_px + 2 * overlap_px`` square, row by row.
 

@@ -15,3 +15,39 @@ class RestoredFace:
 
     crop: np.ndarray
     engine: EngineInfo
+
+
+@dataclass(frozen=True, eq=False)
+class FaceToRestore:
+    """One aligned crop (HxWx3 uint8 RGB at the restorer's template size) and the fidelity CodeFormer would use."""
+
+    crop: np.ndarray
+    fidelity: float = 0.5
+
+
+@dataclass(frozen=True, eq=False)
+class TileToUpscale:
+    """One background tile (``tiles.Tile.pixels``: HxWx3 uint8 RGB, all tiles of a photo one shape) and the factor."""
+
+    pixels: np.ndarray
+    scale: int
+
+
+@dataclass(frozen=True)
+class BackgroundEngine:
+    """What upscales backgrounds by one factor, and the largest photo it takes (None: any); a bigger photo keeps
+    Lanczos (on a CPU, Real-ESRGAN needs minutes per megapixel)."""
+
+    info: EngineInfo
+    max_input_pixels: int | None = None
+
+    def takes(self, width_px: int, height_px: int) -> bool:
+        return self.max_input_pixels is None or width_px * height_px <= self.max_input_pixels
+
+
+@dataclass(frozen=True, eq=False)
+class UpscaledTile:
+    """The tile ``scale`` times larger and the engine that made it."""
+
+    pixels: np.ndarray
+    engine: EngineInfo

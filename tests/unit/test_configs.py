@@ -47,7 +47,15 @@ def _deployments(relative: str) -> list[dict]:
 
 def test_gpu_config_puts_models_on_fractional_gpus_and_lets_them_scale_to_zero():
     gpu = {d["name"]: d for d in _deployments("configs/gpu.yaml") if d.get("ray_actor_options", {}).get("num_gpus")}
-    assert set(gpu) == {"FaceRestorer512", "FaceRestorer256", "CartoonHead", "CartoonBackground"}
+    assert set(gpu) == {
+        "FaceRestorerGFPGAN",
+        "FaceRestorerCodeFormer",
+        "FaceRestorer512",
+        "FaceRestorer256",
+        "BackgroundUpscaler",
+        "CartoonHead",
+        "CartoonBackground",
+    }
     for deployment in gpu.values():
         assert 0 < deployment["ray_actor_options"]["num_gpus"] < 1
         assert deployment["autoscaling_config"]["min_replicas"] == 0

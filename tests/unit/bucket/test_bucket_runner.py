@@ -119,7 +119,8 @@ def test_a_photo_gets_its_result_and_metadata(folders, local_backend, job_ctx, p
         "last_modified": record["source"]["last_modified"],
     }
     assert (record["route"], record["task"], record["result_key"]) == ("r", "restore", "trip/Me 1.jpg")
-    assert record["params"]["model"] == "gpen-bfr-512"
+    assert record["params"]["model"] is None  # as asked: the service's default
+    assert record["meta"]["params"]["model"] == "gfpgan-v1.4"  # the first in the order (none has weights here)
     assert record["meta"]["engine"] in ("gpen", "classic-restore") and record["meta"]["faces"] == 1
     assert {"decode", "analyze", "restore", "encode"} <= set(record["meta"]["timings_ms"])
     assert record["event_lag_s"] >= 0 and record["attempts"] == 1

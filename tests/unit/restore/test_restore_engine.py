@@ -9,7 +9,7 @@ from skimage.metrics import peak_signal_noise_ratio
 
 from deployments.common.errors import InvalidParameter
 from deployments.restore.classic import restore_face_classic
-from deployments.restore.engine import faces_to_tensor, restore_with_gpen, tensor_to_faces
+from deployments.restore.engine import faces_to_tensor, restore_batch, tensor_to_faces
 from deployments.restore.gpen import GpenConfig
 from tests.gpen_samples import randomized_gpen
 
@@ -60,32 +60,32 @@ def test_tensor_to_faces_clips_and_truncates() -> None:
     assert face[0, 0].tolist() == [0, 255, 100]
 
 
-def test_restore_with_gpen_matches_direct_forward(tiny_model: torch.nn.Module, astronaut_rgb: np.ndarray) -> None:
+def test_restore_batch_matches_direct_forward(tiny_model: torch.nn.Module, astronaut_rgb: np.ndarray) -> None:
     crops = [astronaut_rgb[:32, :32], astronaut_rgb[100:132, 200:232], astronaut_rgb]
-    restored = restore_with_gpen(tiny_model, crops)
+    restored = restore_batch(tiny_model, crops, size_px=TINY.size)
     with torch.inference_mode():
         expected = tensor_to_faces(tiny_model(faces_to_tensor(crops, TINY.size)))
     assert len(restored) == 3
     for got, want in zip(restored, expected, strict=True):
         assert got.shape == (32, 32, 3) and got.dtype == np.uint8
         assert np.array_equal(got, want)
-    assert restore_with_gpen(tiny_model, []) == []
+    assert restore_batch(tiny_model, [], size_px=TINY.size) == []
 
 
-def test_restore_with_gpen_channels_last_agrees(tiny_model: torch.nn.Module, astronaut_rgb: np.ndarray) -> None:
+def test_restore_batch_channels_last_agrees(tiny_model: torch.nn.Module, astronaut_rgb: np.ndarray) -> None:
     crops = [astronaut_rgb[:32, :32], astronaut_rgb[200:232, 200:232]]
-    plain = restore_with_gpen(tiny_model, crops)
-    channels_last = restore_with_gpen(tiny_model, crops, channels_last=True)
+    plain = restore_batch(tiny_model, crops, size_px=TINY.size)
+    channels_last = restore_batch(tiny_model, crops, channels_last=True, size_px=TINY.size)
     for a, b in zip(plain, channels_last, strict=True):
         assert np.abs(a.astype(int) - b.astype(int)).max() <= 1
 
 
 def test_autocast_is_cuda_only_and_validated(tiny_model: torch.nn.Module) -> None:
     crops = [np.full((32, 32, 3), 128, np.uint8)]
-    plain = restore_with_gpen(tiny_model, crops)
-    assert np.array_equal(restore_with_gpen(tiny_model, crops, autocast_dtype="bfloat16")[0], plain[0])
+    plain = restore_batch(tiny_model, crops, size_px=TINY.size)
+    assert np.array_equal(restore_batch(tiny_model, crops, autocast_dtype="bfloat16", size_px=TINY.size)[0], plain[0])
     with pytest.raises(InvalidParameter, match="autocast_dtype"):
-        restore_with_gpen(tiny_model, crops, autocast_dtype="float32")
+        restore_batch(tiny_model, crops, autocast_dtype="float32", size_px=TINY.size)
 
 
 def test_classic_changes_image_but_keeps_contract(astronaut_rgb: np.ndarray) -> None:

@@ -71,7 +71,7 @@ def test_restore_as_json_carries_the_crops_and_the_metadata(client, photo_jpeg):
     assert set(body) == {"image_b64", "media_type", "meta", "faces"}
     meta = body["meta"]
     assert (meta["job"], meta["engine"], meta["faces"], meta["weights"]) == ("restore", "classic-restore", 1, [])
-    assert meta["params"]["model"] == "gpen-bfr-512" and meta["params"]["return"] == "json"
+    assert meta["params"]["model"] == "gfpgan-v1.4" and meta["params"]["return"] == "json"
     (face,) = body["faces"]
     assert image_of(base64.b64decode(face["after_png_b64"])).size == (512, 512)
 

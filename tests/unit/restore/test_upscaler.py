@@ -1,0 +1,109 @@
+"""The background upscaler a replica holds: Real-ESRGAN by factor, tiles grouped into batches, Lanczos left to the
+job when no weights are present; and the restore job's background path through it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from deployments.common.params import parse_params
+from deployments.common.weights import ModelStore, load_manifest, sha256_of
+from deployments.restore.params import RestoreParams
+from deployments.restore.realesrgan import RrdbConfig, build_realesrgan, upscale_image_realesrgan
+from deployments.restore.tiles import paste_tile, realesrgan_multiple_px, split_tiles
+from deployments.restore.types import TileToUpscale
+from deployments.restore.upscaler import BackgroundUpscalerEngine, UpscalerOptions
+from serve_app.jobs.restore import upscale_background
+from serve_app.local_backend import LocalBackend
+from tests.conftest import REPO_ROOT
+
+TINY = {"num_feat": 8, "num_block": 1, "num_grow_ch": 4}
+
+
+def store_with(tmp_path: Path, mediapipe_dir: Path, scales: tuple[int, ...]) -> ModelStore:
+    """A model store with the built-in models and tiny random Real-ESRGAN checkpoints for ``scales``."""
+    for builtin in mediapipe_dir.parent.iterdir():  # mediapipe/, modnet/...: what `portrait models pull --builtin` put
+        if builtin.is_dir() and builtin.name != "realesrgan":
+            (tmp_path / builtin.name).symlink_to(builtin, target_is_directory=True)
+    manifest = load_manifest(REPO_ROOT / "configs" / "models.yaml")
+    torch.manual_seed(0)
+    for scale in scales:
+        spec = manifest[f"realesrgan-x{scale}plus"]
+        path = tmp_path / spec.file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"params_ema": build_realesrgan(RrdbConfig(scale=scale, **TINY)).state_dict()}, path)
+        assert sha256_of(path)
+    return ModelStore(tmp_path, manifest)
+
+
+@pytest.fixture
+def photo(astronaut_rgb) -> np.ndarray:
+    return np.ascontiguousarray(astronaut_rgb[100:190, 150:253])  # 90x103: odd sides, smaller than a tile
+
+
+def test_without_weights_no_engine_is_offered(tmp_path, mediapipe_dir):
+    engine = BackgroundUpscalerEngine(store_with(tmp_path, mediapipe_dir, ()))
+    assert (engine.engine_for(2), engine.engine_for(4)) == (None, None)
+
+
+@pytest.mark.parametrize("scale", [2, 4])
+def test_tiles_through_the_engine_equal_the_in_process_tiled_upscale(tmp_path, mediapipe_dir, photo, scale):
+    store = store_with(tmp_path, mediapipe_dir, (2, 4))
+    engine = BackgroundUpscalerEngine(store, UpscalerOptions(device="cpu"))
+    assert engine.engine_for(scale).info.weights == f"realesrgan-x{scale}plus"
+    tiles = split_tiles(photo, tile_px=48, overlap_px=8, multiple_px=realesrgan_multiple_px(scale))
+    upscaled = engine.upscale([TileToUpscale(tile.pixels, scale) for tile in tiles])
+    model = engine._model_for(scale)[0]
+    expected = upscale_image_realesrgan(model, photo, tile_px=48, overlap_px=8)
+    merged = np.empty_like(expected)
+    for tile, done in zip(tiles, upscaled):
+        paste_tile(merged, tile, done.pixels, scale)
+    assert np.array_equal(merged, expected)
+
+
+def test_x2_without_its_model_runs_x4_and_brings_it_down(tmp_path, mediapipe_dir, photo):
+    engine = BackgroundUpscalerEngine(store_with(tmp_path, mediapipe_dir, (4,)), UpscalerOptions(device="cpu"))
+    assert engine.engine_for(2).info.weights == "realesrgan-x4plus"
+    (tile,) = split_tiles(photo, tile_px=128, overlap_px=4)
+    (done,) = engine.upscale([TileToUpscale(tile.pixels, 2)])
+    assert done.pixels.shape == (tile.pixels.shape[0] * 2, tile.pixels.shape[1] * 2, 3)
+
+
+def test_a_mixed_batch_keeps_its_order(tmp_path, mediapipe_dir, photo):
+    engine = BackgroundUpscalerEngine(store_with(tmp_path, mediapipe_dir, (2, 4)), UpscalerOptions(device="cpu"))
+    small, large = photo[:40, :40].copy(), photo[:64, :64].copy()
+    jobs = [TileToUpscale(small, 4), TileToUpscale(large, 2), TileToUpscale(small, 2), TileToUpscale(large, 4)]
+    shapes = [done.pixels.shape[:2] for done in engine.upscale(jobs)]
+    assert shapes == [(160, 160), (128, 128), (80, 80), (256, 256)]
+
+
+def test_the_restore_job_upscales_the_background_with_realesrgan_or_lanczos(tmp_path, mediapipe_dir, photo):
+    backend = LocalBackend(store_with(tmp_path, mediapipe_dir, (2,)))
+    neural, engine = asyncio.run(upscale_background(backend, photo, parse_params(RestoreParams, {"upscale": "2"})))
+    assert engine.weights == "realesrgan-x2plus" and neural.shape == (180, 206, 3)
+    declined = parse_params(RestoreParams, {"upscale": "2", "bg_upsampler": "lanczos"})
+    lanczos, none = asyncio.run(upscale_background(backend, photo, declined))
+    assert none is None and lanczos.shape == (180, 206, 3) and not np.array_equal(lanczos, neural)
+    no_x4 = parse_params(RestoreParams, {"upscale": "4"})
+    assert asyncio.run(upscale_background(backend, photo, no_x4))[1] is None  # x4 needs x4plus: Lanczos
+
+
+def test_fidelity_belongs_to_codeformer():
+    assert parse_params(RestoreParams, {"model": "codeformer", "fidelity": "0.7"}).fidelity_for("codeformer") == 0.7
+    assert parse_params(RestoreParams, {}).fidelity_for("codeformer") == 0.5
+    with pytest.raises(Exception, match="fidelity applies to model codeformer only"):
+        parse_params(RestoreParams, {"model": "gfpgan-v1.4", "fidelity": "0.7"})
+
+
+def test_a_photo_above_the_replicas_limit_keeps_lanczos(tmp_path, mediapipe_dir, photo):
+    store = store_with(tmp_path, mediapipe_dir, (2,))
+    backend = LocalBackend(store)
+    backend._upscaler = BackgroundUpscalerEngine(store, UpscalerOptions(device="cpu", max_input_megapixels=0.009))
+    params = parse_params(RestoreParams, {"upscale": "2"})
+    assert asyncio.run(upscale_background(backend, photo, params))[1] is None  # 90x103 = 0.0093 MP
+    backend._upscaler = BackgroundUpscalerEngine(store, UpscalerOptions(device="cpu", max_input_megapixels=0.01))
+    assert asyncio.run(upscale_background(backend, photo, params))[1].weights == "realesrgan-x2plus"
