@@ -22,6 +22,7 @@ models: install
 # licences allow any use (or from PORTRAIT_MODELS_MIRROR); without network that costs seconds and prints one line.
 run: models
 	-$(VENV)/bin/portrait models pull --default --best-effort
+	mkdir -p buckets/in  # the folder route of configs/local.yaml (the runner refuses a missing input folder)
 	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(VENV)/bin/serve run configs/local.yaml
 
 test: models

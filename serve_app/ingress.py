@@ -10,7 +10,7 @@ from typing import Any
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-from serve_app.handles import BucketRunnerClient, HandleBackend, Stages
+from serve_app.handles import BucketRunnerClient, HandleBackend, ServeReplicaCounts, Stages
 from serve_app.instructions import InstructionsConfig
 from serve_app.routes import create_api
 from serve_app.settings import get_settings
@@ -36,7 +36,12 @@ class Ingress:
     ) -> None:
         self._instructions = instructions or InstructionsConfig()
         self._settings = get_settings()
-        self._backend = IngressBackend(stages, manifest=self._settings.open_model_store().manifest)
+        self._backend = IngressBackend(
+            stages,
+            manifest=self._settings.open_model_store().manifest,
+            replica_counts=ServeReplicaCounts(),
+            health_timeout_s=self._settings.health_timeout_s,
+        )
         self._event_sink = None
         if bucket_runner is not None:
             self._event_sink = BucketRunnerClient(bucket_runner)

@@ -3,13 +3,16 @@
 (No ``from __future__ import annotations`` here: Serve's ingress resolves the route annotations at run time.)
 """
 
+import asyncio
 import logging
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from deployments.cartoon.params import CartoonParams
-from deployments.common.errors import ServiceError
+from deployments.common.errors import RequestTimeout, ServiceError
 from deployments.idphoto.params import IdPhotoParams
 from deployments.restore.params import RestoreParams
 from serve_app import __version__
@@ -27,7 +30,8 @@ from serve_app.webpage import install_web_page
 
 logger = logging.getLogger(__name__)
 
-_ERRORS = {status: {"model": ErrorOut} for status in (400, 413, 415, 422, 503)}
+_ERRORS = {status: {"model": ErrorOut} for status in (400, 413, 415, 422, 503, 504)}
+T = TypeVar("T")
 
 
 def _backend(request: Request) -> Backend:
@@ -41,13 +45,25 @@ def _settings(request: Request) -> Settings:
     return getattr(request.app.state, "settings", None) or get_settings()
 
 
+async def _within_timeout(work: Awaitable[T], settings: Settings) -> T:
+    """A job's answer, or our 504 ``timeout`` after ``request_timeout_s`` (a model scaling up from zero replicas
+    answers late; the caller gets JSON it can act on instead of a connection that hangs)."""
+    try:
+        return await asyncio.wait_for(work, settings.request_timeout_s)
+    except TimeoutError:
+        raise RequestTimeout(
+            f"no answer within {settings.request_timeout_s:g} s; retry later",
+            details={"timeout_s": settings.request_timeout_s},
+        ) from None
+
+
 async def _run_job(request: Request, task: str, forced: dict | None = None) -> Response:
     """Every job route: read the upload, validate the options, run the job, answer image bytes or JSON."""
     settings = _settings(request)
     upload = await read_upload(request, max_bytes=settings.max_image_bytes)
     context = job_context(settings)
     params = parse_job_params(task, {**upload.fields, **(forced or {})}, context)
-    result = await run_job(_backend(request), task, upload.data, params, context)
+    result = await _within_timeout(run_job(_backend(request), task, upload.data, params, context), settings)
     if params.return_ == "json":
         return JSONResponse(result.to_json(), headers=result.headers())
     return Response(content=result.body, media_type=result.media_type, headers=result.headers())
@@ -72,6 +88,14 @@ def _image_body(params_model: type | None = None) -> dict:
     }
 
 
+def overall_status(deployments: dict[str, dict]) -> str:
+    """``failing`` when a deployment a job needs fails; ``degraded`` when anything else is short of ``ok``."""
+    failing = any(r.get("status") == "failing" and r.get("required", True) for r in deployments.values())
+    if failing:
+        return "failing"
+    return "ok" if all(r.get("status", "ok") in ("ok", "idle") for r in deployments.values()) else "degraded"
+
+
 def create_api() -> FastAPI:
     """Build the API; the caller attaches ``app.state.backend`` (and optionally ``app.state.settings``)."""
     api = FastAPI(
@@ -84,14 +108,21 @@ def create_api() -> FastAPI:
     install_web_page(api)
     api.include_router(plain_language_routes)  # /v1/instructions and the OpenAI-compatible routes
 
-    @api.get("/healthz", response_model=HealthOut, tags=["operations"])
-    async def healthz(request: Request) -> HealthOut:
-        """Status of every deployment and model: engine, weights present, version, GPU memory where CUDA is present."""
+    @api.get("/healthz", response_model=HealthOut, responses={503: {"model": HealthOut}}, tags=["operations"])
+    async def healthz(request: Request) -> JSONResponse:
+        """Readiness: every deployment asked within ``PORTRAIT_HEALTH_TIMEOUT_S``; 200 when ``ok`` or ``degraded``,
+        503 when ``failing`` (a deployment a job needs has no running replica or does not answer). For load
+        balancers; ``/livez`` is the liveness probe."""
         deployments = await _backend(request).health()
         models = [model for report in deployments.values() for model in report.get("models", [])]
-        states = [report.get("status", "ok") for report in deployments.values()]
-        status = "failing" if "failing" in states else "degraded" if "degraded" in states else "ok"
-        return HealthOut(status=status, version=__version__, deployments=deployments, models=models)
+        status = overall_status(deployments)
+        body = HealthOut(status=status, version=__version__, deployments=deployments, models=models)
+        return JSONResponse(body.model_dump(), status_code=503 if status == "failing" else 200)
+
+    @api.get("/livez", tags=["operations"])
+    async def livez() -> dict:
+        """Liveness: this ingress replica answers, asking no other deployment (never restart on a model's state)."""
+        return {"status": "alive", "version": __version__}
 
     @api.get("/v1/models", tags=["operations"])
     async def list_models(request: Request) -> dict:
@@ -123,7 +154,8 @@ def create_api() -> FastAPI:
         settings = _settings(request)
         upload = await read_upload(request, max_bytes=settings.max_image_bytes)
         engine = settings.open_model_store().manifest["face-detect-short"].engine
-        return await find_faces(_backend(request), upload.data, job_context(settings), engine)
+        faces = find_faces(_backend(request), upload.data, job_context(settings), engine)
+        return await _within_timeout(faces, settings)
 
     @api.post(
         "/v1/restore",

@@ -17,6 +17,8 @@ values in the job outcomes, not exceptions; they become errors only where a requ
         ├── InternalError           500 internal_error   (our own consistency checks: a bug, never the caller's fault)
         ├── ModelUnavailable        503 model_unavailable
         ├── Overloaded              503 overloaded
+        ├── StageUnavailable        503 unavailable      (a model stage's replica was lost: node or process died)
+        ├── RequestTimeout          504 timeout          (no answer within the request timeout)
         └── StorageError            502 storage_error
 """
 
@@ -103,6 +105,20 @@ class ModelUnavailable(ServiceError):
 class Overloaded(ServiceError):
     code = "overloaded"
     http_status = 503
+
+
+class StageUnavailable(ServiceError):
+    """A replica died under the request (its node or process was lost); Serve replaces it, so retrying helps."""
+
+    code = "unavailable"
+    http_status = 503
+
+
+class RequestTimeout(ServiceError):
+    """The job did not finish within the request timeout (e.g. a model scaling up from zero replicas)."""
+
+    code = "timeout"
+    http_status = 504
 
 
 class StorageError(ServiceError):

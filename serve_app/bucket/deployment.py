@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from typing import Any
 
+import ray
 from pydantic import ValidationError
 from ray import serve
 from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
@@ -28,6 +30,7 @@ from deployments.common.deployment import record_event_lag
 from deployments.common.errors import InvalidParameter
 from serve_app.bucket.config import RunnerConfig
 from serve_app.bucket.events import ObjectEvent
+from serve_app.bucket.folders import buckets_root, require_input_folders
 from serve_app.bucket.routing import build_routing_table
 from serve_app.bucket.runner import BucketWorker, ObjectOutcome, Status, is_transient, job_executor
 from serve_app.bucket.sqs import SqsConsumer
@@ -53,6 +56,10 @@ def is_transient_in_ray(exc: BaseException) -> bool:
     return is_transient(exc) or isinstance(exc, RAY_TRANSIENT)
 
 
+def _alive_nodes() -> int:
+    return sum(1 for node in ray.nodes() if node.get("Alive"))
+
+
 def _observe_outcome(outcome: ObjectOutcome) -> None:
     if outcome.status is Status.DONE and outcome.lag_s is not None:
         record_event_lag(outcome.route, outcome.lag_s)
@@ -64,7 +71,7 @@ class BucketRunner:
         settings = get_settings()
         self._backend = HandleBackend(stages, manifest=settings.open_model_store().manifest)
         self._context = job_context(settings)
-        self._base_dir = settings.buckets_root
+        self._buckets_root = settings.buckets_root
         self._config = RunnerConfig()
         self._worker: BucketWorker | None = None
         self._sqs: SqsConsumer | None = None
@@ -75,7 +82,10 @@ class BucketRunner:
             config = RunnerConfig.model_validate(user_config or {})
         except ValidationError as exc:
             raise InvalidParameter(f"BucketRunner user_config: {exc}") from None
-        table = build_routing_table(config.routes, self._context, base_dir=self._base_dir)
+        nodes = await asyncio.to_thread(_alive_nodes)
+        root = buckets_root(config.routes, self._buckets_root, nodes=nodes)
+        table = build_routing_table(config.routes, self._context, base_dir=root)
+        require_input_folders(table, node=f"{socket.gethostname()} ({ray.get_runtime_context().get_node_id()[:12]})")
         worker = BucketWorker(
             table,
             job_executor(self._backend, self._context),
@@ -102,13 +112,30 @@ class BucketRunner:
         return self._worker.submit(events)
 
     async def health(self) -> dict[str, Any]:
+        """``failing`` when a trigger loop died, ``degraded`` when a route's last scan failed; each route's state."""
         worker = self._worker
+        states = worker.route_states() if worker else {}
+        routes = [
+            {
+                "name": r.name,
+                "input": str(r.input),
+                "output": str(r.output),
+                "task": r.task,
+                "poll": r.poll,
+                **states[r.name].to_json(),
+            }
+            for r in (worker.table.routes if worker else ())
+        ]
+        if any(loop.done() for loop in self._loops):
+            status, reason = "failing", "a trigger loop (poller or SQS consumer) stopped"
+        elif any(state.scan_failing for state in states.values()):
+            status, reason = "degraded", "the last scan of a route failed (see routes[].last_error)"
+        else:
+            status, reason = "ok", None
         return {
-            "status": "ok" if all(not loop.done() for loop in self._loops) else "failing",
-            "routes": [
-                {"name": r.name, "input": str(r.input), "output": str(r.output), "task": r.task, "poll": r.poll}
-                for r in (worker.table.routes if worker else ())
-            ],
+            "status": status,
+            **({"reason": reason} if reason else {}),
+            "routes": routes,
             "in_flight": worker.in_flight if worker else 0,
             "outcomes": dict(worker.counts) if worker else {},
             "sqs": {"deleted": self._sqs.deleted, "kept": self._sqs.kept} if self._sqs else None,

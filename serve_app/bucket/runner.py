@@ -26,17 +26,25 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deployments.common.errors import InputError, InternalError, InvalidParameter, PortraitError, ServiceError
+from deployments.common.errors import (
+    InputError,
+    InternalError,
+    InvalidParameter,
+    PortraitError,
+    ServiceError,
+    StorageError,
+)
 from deployments.common.params import JobParams
 from serve_app.backend import Backend
 from serve_app.bucket.events import ObjectEvent, created_events
+from serve_app.bucket.folders import input_folder_missing
 from serve_app.bucket.records import (
     ErrorRecord,
     ResultRecord,
@@ -81,6 +89,28 @@ class ObjectOutcome:
     code: str | None = None  # error code for FAILED / DEFERRED
     attempts: int = 0
     lag_s: float | None = None  # upload → result written, for DONE
+
+
+@dataclass(frozen=True)
+class RouteState:
+    """One route as ``/healthz`` shows it: the last scan of its input, the objects waiting, the last problem."""
+
+    last_scan_at: datetime | None = None
+    listed: int = 0  # objects the last scan listed
+    backlog: int = 0  # objects waiting for a slot or in flight
+    scan_failing: bool = False  # the last scan of the input failed (the store is unreachable, the folder is gone)
+    last_error: str | None = None  # a failed scan, or an object left for the reconciler / recorded as our bug
+    last_error_at: datetime | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": "failing" if self.scan_failing else "ok",
+            "last_scan_at": self.last_scan_at.isoformat() if self.last_scan_at else None,
+            "listed": self.listed,
+            "backlog": self.backlog,
+            "last_error": self.last_error,
+            "last_error_at": self.last_error_at.isoformat() if self.last_error_at else None,
+        }
 
 
 class RetryPolicy(BaseModel):
@@ -148,6 +178,14 @@ class BucketWorker:
         self._done: dict[tuple[str, str], str] = {}  # (route, key) → ETag known to have a record
         self._background: set[asyncio.Task[Any]] = set()
         self.counts: dict[str, int] = {status.value: 0 for status in Status}
+        self._states = {route.name: RouteState() for route in table.routes}
+
+    def route_states(self) -> dict[str, RouteState]:
+        """Each route's last scan, backlog and last error (``/healthz`` shows them)."""
+        return dict(self._states)
+
+    def _note(self, route: str, **changes: Any) -> None:
+        self._states[route] = replace(self._states[route], **changes)
 
     # Triggers -------------------------------------------------------------------------------------------------
 
@@ -170,10 +208,17 @@ class BucketWorker:
     async def reconcile(self, route: Route, *, on_listed: Callable[[int], None] | None = None) -> list[ObjectOutcome]:
         """List the route's input and process every object without a record for its current ETag."""
         source, output = self._stores[route.name]
-        listed = await asyncio.to_thread(lambda: [info for info in source.list() if route.accepts(info.key)])
-        # One listing of the output instead of two reads per object: an object this worker already recorded for
-        # its current ETag is skipped while its record is still there (deleting a record asks for a retry).
-        records = await asyncio.to_thread(lambda: {info.key for info in output.list()})
+        try:
+            if input_folder_missing(route):  # unmounted or deleted since start-up: say so instead of finding nothing
+                raise StorageError(f"input folder {route.input} does not exist", details={"route": route.name})
+            listed = await asyncio.to_thread(lambda: [info for info in source.list() if route.accepts(info.key)])
+            # One listing of the output instead of two reads per object: an object this worker already recorded for
+            # its current ETag is skipped while its record is still there (deleting a record asks for a retry).
+            records = await asyncio.to_thread(lambda: {info.key for info in output.list()})
+        except Exception as exc:
+            self._note(route.name, scan_failing=True, last_error=f"scan failed: {exc!r}", last_error_at=_now())
+            raise
+        self._note(route.name, last_scan_at=_now(), listed=len(listed), scan_failing=False)
         todo = [
             info
             for info in listed
@@ -239,16 +284,21 @@ class BucketWorker:
         name = (route.name, metadata_key("", key))
         lock, users = self._key_locks.get(name, (asyncio.Lock(), 0))
         self._key_locks[name] = (lock, users + 1)
+        self._note(route.name, backlog=self._states[route.name].backlog + 1)
         try:
             async with lock, self._slots:
                 outcome = await self._with_retries(route, key)
         finally:
+            self._note(route.name, backlog=self._states[route.name].backlog - 1)
             lock, users = self._key_locks[name]
             if users == 1:
                 del self._key_locks[name]
             else:
                 self._key_locks[name] = (lock, users - 1)
         self.counts[outcome.status.value] += 1
+        if outcome.status is Status.DEFERRED or outcome.code == "internal_error":
+            problem = f"{key}: {outcome.status.value} ({outcome.code}) after {outcome.attempts} attempts"
+            self._note(route.name, last_error=problem, last_error_at=_now())
         if outcome.status in (Status.DONE, Status.SKIPPED, Status.FAILED) and outcome.etag:
             self._done[(route.name, key)] = outcome.etag
         if self._on_outcome is not None:

@@ -109,8 +109,11 @@ def serve_events_token() -> str:
 
 @pytest.fixture(scope="session")
 def serve_buckets_root(tmp_path_factory) -> Path:
-    """``PORTRAIT_BUCKETS_ROOT`` of the session app: its ``buckets/in`` → ``buckets/out`` route lives here."""
-    return tmp_path_factory.mktemp("serve-buckets")
+    """``PORTRAIT_BUCKETS_ROOT`` of the session app: its ``buckets/in`` → ``buckets/out`` route lives here (the
+    runner refuses to start when a route's input folder does not exist)."""
+    root = tmp_path_factory.mktemp("serve-buckets")
+    (root / "buckets" / "in").mkdir(parents=True)
+    return root
 
 
 @pytest.fixture(scope="session")
