@@ -71,3 +71,28 @@ def test_local_folder_routes_need_nothing(tmp_path, job_ctx, moto_server):
     (folder,) = [route for route in routes_on(moto_server, tmp_path, job_ctx) if route.name == "folder"]
     assert notification_rules([folder], "arn:minio:sqs::portrait:webhook") == {}
     assert setup_buckets([folder], webhook=None, arn="arn:minio:sqs::portrait:webhook") == []
+
+
+def test_the_cli_prepares_the_routes_of_a_serve_yaml(moto_server, tmp_path, capsys):
+    import yaml
+
+    from serve_app.cli import main
+
+    store = {"endpoint_url": moto_server.endpoint_url, "access_key": "k", "secret_key": "s"}
+    route = {"name": "cli", "input": "s3://cli-in/new", "output": "s3://cli-out/new", "task": "restore", "store": store}
+    config = tmp_path / "serve.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {"applications": [{"deployments": [{"name": "BucketRunner", "user_config": {"routes": [route]}}]}]}
+        )
+    )
+    sqs = moto_server.client("sqs")
+    arn = sqs.get_queue_attributes(
+        QueueUrl=sqs.create_queue(QueueName="cli-events")["QueueUrl"], AttributeNames=["QueueArn"]
+    )["Attributes"]["QueueArn"]
+    assert main(["buckets", "setup", str(config), "--arn", arn]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "bucket cli-in: created",
+        "bucket cli-out: created",
+        f"events cli-in: 4 rules -> {arn}",
+    ]
