@@ -140,3 +140,28 @@ def test_a_json_answer_reads_back_whole_print_sheet_included(client, photo_jpeg)
     result = JobResult.from_json(answer.json())
     assert result.sheet is not None and image_of(result.sheet).size[0] > 1000
     assert result.to_json() == answer.json()
+
+
+@pytest.mark.parametrize("model", ["gfpgan-v1.4", "codeformer", "gpen-bfr-512", "gpen-bfr-256"])
+@pytest.mark.parametrize("upscale", [2, 4])
+def test_every_restore_model_and_upscale_answers_and_names_its_engines(client, photo_jpeg, model, upscale):
+    fields = {"model": model, "upscale": str(upscale), "return": "json"}
+    if model == "codeformer":
+        fields["fidelity"] = "0.3"
+    answer = client.post("/v1/restore", files={"image": ("me.jpg", photo_jpeg, "image/jpeg")}, data=fields)
+    assert answer.status_code == 200, answer.text
+    meta = answer.json()["meta"]
+    # No weights in the test store: the classic face engine, and Lanczos (no engine entry) for the background.
+    assert (meta["engine"], meta["weights"], meta["params"]["model"]) == ("classic-restore", [], model)
+    assert (meta["width"], meta["height"]) == (256 * upscale, 256 * upscale)
+    assert answer.json()["faces"][0]["after_png_b64"]
+
+
+def test_fidelity_with_another_model_is_refused(client, photo_jpeg):
+    answer = client.post(
+        "/v1/restore",
+        files={"image": ("me.jpg", photo_jpeg, "image/jpeg")},
+        data={"model": "gfpgan-v1.4", "fidelity": "0.3"},
+    )
+    assert answer.status_code == 422
+    assert "fidelity applies to model codeformer only" in answer.json()["error"]["message"]
