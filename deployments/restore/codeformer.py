@@ -354,7 +354,9 @@ class CodeFormer(nn.Module):
             tokens = layer(tokens, self.position_emb)
         # The original takes the top-1 of softmax(logits): the same index as the argmax of the logits.
         codes = self.idx_pred_layer(tokens).argmax(dim=2)
-        quant = self.quantize.embedding(codes).transpose(1, 2).reshape(lq_feat.shape[0], -1, *lq_feat.shape[2:])
+        # Contiguous NCHW like the original: a channels-last view here would propagate through the decoder, and
+        # CPU GroupNorm in that layout is both a different kernel and less accurate.
+        quant = self.quantize.embedding(codes).transpose(1, 2).reshape(lq_feat.shape).contiguous()
         h = adaptive_instance_norm(quant, lq_feat)
 
         fuse = bool((fidelity > 0).any())  # the original skips fusion when w == 0; w × residual is 0 then anyway
