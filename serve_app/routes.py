@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, Response
 
 from deployments.cartoon.params import CartoonParams
 from deployments.common.errors import RequestTimeout, ServiceError
+from deployments.common.weights import fix_command
 from deployments.idphoto.params import IdPhotoParams
 from deployments.restore.params import RestoreParams
 from serve_app import __version__
@@ -23,7 +24,7 @@ from serve_app.jobs import job_context, parse_job_params, run_job
 from serve_app.jobs.faces import find_faces
 from serve_app.openai_api import openai_model_list
 from serve_app.openai_api import router as plain_language_routes
-from serve_app.schemas import ErrorOut, FacesOut, HealthOut
+from serve_app.schemas import ErrorOut, FacesOut, FallbackOut, HealthOut
 from serve_app.settings import Settings, get_settings
 from serve_app.uploads import read_upload
 from serve_app.webpage import install_web_page
@@ -96,6 +97,20 @@ def overall_status(deployments: dict[str, dict]) -> str:
     return "ok" if all(r.get("status", "ok") in ("ok", "idle") for r in deployments.values()) else "degraded"
 
 
+def fallbacks_of(deployments: dict[str, dict]) -> list[FallbackOut]:
+    """Deployments short of a model they could load (a non-neural engine serving, or a neural one missing a helper
+    such as MTCNN), each with the exact command that fetches what it lacks."""
+    fallbacks = []
+    for name, report in deployments.items():
+        missing = [model["name"] for model in report.get("models", []) if model.get("fix")]
+        if missing:
+            engine = str(report.get("engine", "unknown"))
+            fallbacks.append(
+                FallbackOut(deployment=name, engine=engine, missing_models=missing, fix=fix_command(missing))
+            )
+    return fallbacks
+
+
 def create_api() -> FastAPI:
     """Build the API; the caller attaches ``app.state.backend`` (and optionally ``app.state.settings``)."""
     api = FastAPI(
@@ -116,7 +131,16 @@ def create_api() -> FastAPI:
         deployments = await _backend(request).health()
         models = [model for report in deployments.values() for model in report.get("models", [])]
         status = overall_status(deployments)
-        body = HealthOut(status=status, version=__version__, deployments=deployments, models=models)
+        fallbacks = fallbacks_of(deployments)
+        missing = [name for fallback in fallbacks for name in fallback.missing_models]
+        body = HealthOut(
+            status=status,
+            version=__version__,
+            deployments=deployments,
+            models=models,
+            fallbacks=fallbacks,
+            fix=fix_command(missing) if missing else None,
+        )
         return JSONResponse(body.model_dump(), status_code=503 if status == "failing" else 200)
 
     @api.get("/livez", tags=["operations"])

@@ -56,8 +56,19 @@ class ResultMeta(BaseModel):
     version: str
 
 
+class FallbackOut(BaseModel):
+    """A deployment serving a non-neural engine (or without a model it could use), and the command that fixes it."""
+
+    deployment: str
+    engine: str
+    missing_models: list[str]
+    fix: str
+
+
 class HealthOut(BaseModel):
     status: Literal["ok", "degraded", "failing"]
     version: str
     deployments: dict[str, dict[str, Any]]
     models: list[dict[str, Any]]
+    fallbacks: list[FallbackOut] = Field(default_factory=list)
+    fix: str | None = Field(None, description="one command that fetches every missing model")

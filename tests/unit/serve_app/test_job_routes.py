@@ -165,3 +165,34 @@ def test_fidelity_with_another_model_is_refused(client, photo_jpeg):
     )
     assert answer.status_code == 422
     assert "fidelity applies to model codeformer only" in answer.json()["error"]["message"]
+
+
+def test_healthz_names_the_non_neural_engines_and_the_command_that_fixes_them(local_backend):
+    class Reporting:
+        def __getattr__(self, name):
+            return getattr(local_backend, name)
+
+        async def health(self):
+            restorer = {"status": "degraded", "engine": "classic-restore"}
+            return {
+                "FaceRestorer[gfpgan-v1.4]": {**restorer, "models": [{"name": "gfpgan-v1.4", "fix": "x"}]},
+                "FaceRestorer[gpen-bfr-512]": {**restorer, "models": [{"name": "gpen-bfr-512", "fix": "y"}]},
+                "FaceAnalyzer": {"status": "ok", "engine": "mediapipe", "models": [{"name": "face-mesh", "fix": None}]},
+            }
+
+    body = client_for(Reporting()).get("/healthz").json()
+    assert body["fallbacks"] == [
+        {
+            "deployment": "FaceRestorer[gfpgan-v1.4]",
+            "engine": "classic-restore",
+            "missing_models": ["gfpgan-v1.4"],
+            "fix": "portrait models pull gfpgan-v1.4",
+        },
+        {
+            "deployment": "FaceRestorer[gpen-bfr-512]",
+            "engine": "classic-restore",
+            "missing_models": ["gpen-bfr-512"],
+            "fix": "portrait models pull gpen-bfr-512",
+        },
+    ]
+    assert body["fix"] == "portrait models pull gfpgan-v1.4 gpen-bfr-512"
