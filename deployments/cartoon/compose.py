@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from deployments.common.affine import compose_affine, invert_affine, pixel_scale_affine
 from deployments.faces.paste import paste_back
 
 MAX_SHORT_SIDE_PX = 720
@@ -31,9 +32,8 @@ class PreparedImage:
     original_wh: tuple[int, int]
 
     def original_to_resized(self) -> np.ndarray:
-        """3x3 map of original pixel indices to resized ones (pixel centres: ``x' = (x + 0.5)·s − 0.5``)."""
-        sx, sy = self.size_wh[0] / self.original_wh[0], self.size_wh[1] / self.original_wh[1]
-        return np.array([[sx, 0.0, 0.5 * sx - 0.5], [0.0, sy, 0.5 * sy - 0.5], [0.0, 0.0, 1.0]])
+        """2x3 map of original pixel indices to resized ones."""
+        return pixel_scale_affine(self.size_wh[0] / self.original_wh[0], self.size_wh[1] / self.original_wh[1])
 
 
 def prepare_background(rgb: np.ndarray) -> PreparedImage:
@@ -68,8 +68,8 @@ def compose_cartoon(
     width, height = prepared.size_wh
     canvas = np.ascontiguousarray(stylized_background[:height, :width])
     if heads:
-        resized_to_original = np.linalg.inv(prepared.original_to_resized())
-        on_canvas = [(head, (np.vstack([matrix, [0.0, 0.0, 1.0]]) @ resized_to_original)[:2]) for head, matrix in heads]
+        resized_to_original = invert_affine(prepared.original_to_resized())
+        on_canvas = [(head, compose_affine(matrix, resized_to_original)) for head, matrix in heads]
         canvas = paste_back(canvas, on_canvas, mask=head_mask(heads[0][0].shape[0]))
     if (width, height) == prepared.original_wh:
         return canvas

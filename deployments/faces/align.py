@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from deployments.common.affine import compose_affine, pixel_scale_affine
 from deployments.common.errors import InvalidParameter
 
 # The 96x112 five-point reference of the ArcFace/SphereFace crops, used by GPEN and DCT-Net.
@@ -137,8 +138,6 @@ def rescale_crop_matrix(matrix: np.ndarray, from_px: int, to_px: int) -> np.ndar
     """The image->crop matrix for the same crop resampled from ``from_px`` to ``to_px`` pixels a side.
 
     Models may return a face at another size than it was aligned at (GPEN-256 fed a 512 crop, a test's tiny model);
-    pixel centres map as ``x_to = (x_from + 0.5) * r - 0.5``.
+    pixel centres correspond (:func:`pixel_scale_affine`).
     """
-    ratio = to_px / from_px
-    resample = np.array([[ratio, 0.0, 0.5 * ratio - 0.5], [0.0, ratio, 0.5 * ratio - 0.5], [0.0, 0.0, 1.0]])
-    return (resample @ np.vstack([np.asarray(matrix, dtype=np.float64), [0.0, 0.0, 1.0]]))[:2]
+    return compose_affine(pixel_scale_affine(to_px / from_px), np.asarray(matrix, dtype=np.float64))

@@ -21,6 +21,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from deployments.common.affine import apply_affine, pixel_scale_affine
 from deployments.common.errors import InvalidParameter
 from deployments.faces.tflite import TfliteModel
 
@@ -201,6 +202,7 @@ class FaceDetector:
         self, model: BlazeFaceModel, pyramid: _Pyramid, level: _Level, score_threshold: float
     ) -> list[Detection]:
         level_image, (sx, sy) = pyramid.at(level.size)
+        level_to_image = pixel_scale_affine(1.0 / sx, 1.0 / sy)  # exact inverse of the resize
         input_px = model.spec.input_px
         found: list[Detection] = []
         for window in level.windows:
@@ -211,7 +213,7 @@ class FaceDetector:
             )
             boxes, scores, keypoints = model.run_window(pixels, score_threshold)
             for box, score, points in zip(boxes, scores, keypoints):
-                # continuous window px -> level pixel index -> image pixel index (exact inverse of the resize)
+                # continuous window px -> level pixel index -> image pixel index
                 level_box = box + np.array([ox, oy, ox, oy]) - 0.5
                 cx, cy = (level_box[0] + level_box[2]) / 2, (level_box[1] + level_box[3]) / 2
                 own = window.own
@@ -220,8 +222,8 @@ class FaceDetector:
                 if max(level_box[2] - level_box[0], level_box[3] - level_box[1]) > window.max_box_px:
                     continue
                 level_points = points + np.array([ox, oy]) - 0.5
-                image_box = (level_box + 0.5) / np.array([sx, sy, sx, sy]) - 0.5
-                image_points = (level_points + 0.5) / np.array([sx, sy]) - 0.5
+                image_box = apply_affine(level_to_image, level_box.reshape(2, 2)).ravel()
+                image_points = apply_affine(level_to_image, level_points)
                 found.append(Detection(image_box.astype(np.float32), float(score), image_points.astype(np.float32)))
         return found
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from deployments.common.affine import apply_affine, eye_roll_deg, invert_affine
 from deployments.faces.detect import Detection
 from deployments.faces.tflite import TfliteModel
 
@@ -50,11 +51,6 @@ class FaceLandmarks:
     mesh_score: float
 
 
-def eye_roll_deg(left_eye: np.ndarray, right_eye: np.ndarray) -> float:
-    """Eye-line angle, positive when the image-right eye is lower (clockwise tilt on screen)."""
-    return math.degrees(math.atan2(float(right_eye[1] - left_eye[1]), float(right_eye[0] - left_eye[0])))
-
-
 def mesh_roi_matrix(detection: Detection) -> np.ndarray:
     """2x3 image->mesh-input map: box centre to the input centre, eye line horizontal, 1.5x the box side."""
     eyes = _sorted_eyes(detection.keypoints[0], detection.keypoints[1])
@@ -69,14 +65,6 @@ def mesh_roi_matrix(detection: Detection) -> np.ndarray:
 
 def _sorted_eyes(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (a, b) if a[0] <= b[0] else (b, a)
-
-
-def invert_affine(matrix: np.ndarray) -> np.ndarray:
-    return cv2.invertAffineTransform(matrix.astype(np.float64))
-
-
-def apply_affine(matrix: np.ndarray, points: np.ndarray) -> np.ndarray:
-    return points @ matrix[:, :2].T + matrix[:, 2]
 
 
 class FaceMesh:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from deployments.common.affine import apply_affine, compose_affine, invert_affine, pixel_scale_affine
 from deployments.common.errors import InvalidParameter
 from deployments.common.image import require_image
 
@@ -28,10 +29,8 @@ def feather_mask(size_px: int, feather_px: float) -> np.ndarray:
 
 
 def _crop_to_output(matrix: np.ndarray, upscale: int) -> np.ndarray:
-    """Invert image->crop and compose with original->upscaled pixel indices: ``x_up = (x + 0.5) * u - 0.5``."""
-    inverse = cv2.invertAffineTransform(np.asarray(matrix, dtype=np.float64))
-    to_up = np.array([[upscale, 0.0, 0.5 * upscale - 0.5], [0.0, upscale, 0.5 * upscale - 0.5], [0.0, 0.0, 1.0]])
-    return (to_up @ np.vstack([inverse, [0.0, 0.0, 1.0]]))[:2]
+    """Invert image->crop and compose with original->upscaled pixel indices."""
+    return compose_affine(pixel_scale_affine(upscale), invert_affine(matrix))
 
 
 def paste_back(
@@ -89,7 +88,7 @@ def _paste_one(
 ) -> None:
     side_px = crop.shape[0]
     corners = np.array([[-0.5, -0.5], [side_px - 0.5, -0.5], [-0.5, side_px - 0.5], [side_px - 0.5, side_px - 0.5]])
-    footprint = corners @ crop_to_out[:, :2].T + crop_to_out[:, 2]
+    footprint = apply_affine(crop_to_out, corners)
     x0 = max(0, math.floor(footprint[:, 0].min()) - 1)
     y0 = max(0, math.floor(footprint[:, 1].min()) - 1)
     x1 = min(width, math.ceil(footprint[:, 0].max()) + 2)

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from deployments.common.affine import apply_affine, compose_affine, eye_roll_deg, invert_affine
 from deployments.faces.types import Face
-from deployments.idphoto.matte import LowResMatte, compose_affine, invert_affine
+from deployments.idphoto.matte import LowResMatte
 from deployments.idphoto.specs import IdSpec
 
 logger = logging.getLogger(__name__)
@@ -62,12 +63,6 @@ class Framing:
         return self.crown_clipped or bool(self.cut_sides)
 
 
-def eye_roll_deg(landmarks: np.ndarray) -> float:
-    """Eye-line angle, positive when the image-right eye is lower (the ``Face.roll_deg`` convention)."""
-    dx, dy = landmarks[1] - landmarks[0]
-    return math.degrees(math.atan2(float(dy), float(dx)))
-
-
 def plan_framing(
     face: Face,
     low: LowResMatte,
@@ -79,13 +74,13 @@ def plan_framing(
     """Choose the ``original -> output`` affine that puts the head inside ``spec``'s ranges."""
     height_src, width_src = low.source_shape
     eyes = np.asarray(face.landmarks[:2], dtype=np.float64)
-    roll_deg = eye_roll_deg(eyes)
+    roll_deg = eye_roll_deg(eyes[0], eyes[1])
     rotated = align and abs(roll_deg) > roll_threshold_deg
     eye_mid = eyes.mean(axis=0)
     # Rotating by +roll (counter-clockwise on screen) levels an eye line whose right eye is lower.
     upright = cv2.getRotationMatrix2D((float(eye_mid[0]), float(eye_mid[1])), roll_deg if rotated else 0.0, 1.0)
-    eyes_up = _apply(upright, eyes)
-    chin_up = _apply(upright, np.array([face.chin], dtype=np.float64))[0]
+    eyes_up = apply_affine(upright, eyes)
+    chin_up = apply_affine(upright, np.array([face.chin], dtype=np.float64))[0]
     centre_x = float((eyes_up[:, 0].mean() + chin_up[0]) / 2.0)
     face_width = float(face.box[2] - face.box[0])
     crown_y, from_matte, clipped = find_crown_y(low, upright, centre_x, float(eyes_up[:, 1].mean()), face_width)
@@ -119,16 +114,16 @@ def plan_framing(
             break
     _, affine, head_ratio, top_ratio, padding = best
     scale = float(np.hypot(affine[0, 0], affine[0, 1]))
-    crown_source = _apply(invert_affine(upright), np.array([[centre_x, crown_y]]))
-    crown_out = (float(_apply(affine, crown_source)[0, 0]), float(_apply(affine, crown_source)[0, 1]))
+    crown_source = apply_affine(invert_affine(upright), np.array([[centre_x, crown_y]]))
+    crown_out = (float(apply_affine(affine, crown_source)[0, 0]), float(apply_affine(affine, crown_source)[0, 1]))
     return Framing(
         affine=affine,
         size_wh=(width_out, height_out),
         scale=scale,
         roll_in_deg=roll_deg,
         rotated=rotated,
-        eyes_out=_apply(affine, eyes),
-        chin_out=tuple(float(v) for v in _apply(affine, np.array([face.chin], dtype=np.float64))[0]),
+        eyes_out=apply_affine(affine, eyes),
+        chin_out=tuple(float(v) for v in apply_affine(affine, np.array([face.chin], dtype=np.float64))[0]),
         crown_out=crown_out,
         crown_from_matte=from_matte,
         crown_clipped=clipped,
@@ -161,11 +156,11 @@ def visible_side_cuts(
     cuts = []
     for side, x in (("left", 0.0), ("right", width_src - 1.0)):
         points = np.stack([np.full_like(ys, x), ys], axis=1)
-        on_matte = _apply(low.affine, points).astype(np.float32)
+        on_matte = apply_affine(low.affine, points).astype(np.float32)
         alpha = cv2.remap(
             low.alpha, on_matte[None, :, 0], on_matte[None, :, 1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
         )[0]
-        out = _apply(affine, points)
+        out = apply_affine(affine, points)
         shown = (out[:, 0] > 0.5) & (out[:, 0] < size_wh[0] - 0.5) & (out[:, 1] >= 0) & (out[:, 1] < size_wh[1])
         if np.any(shown & (alpha >= MATTE_THRESHOLD)):
             cuts.append(side)
@@ -186,8 +181,8 @@ def find_crown_y(
     ys = np.arange(eye_y, eye_y - 3.0 * max(face_width, 1.0) - step_src, -step_src)
     xs = centre_x + face_width * np.linspace(-0.3, 0.3, 7)
     grid_x, grid_y = np.meshgrid(xs, ys)
-    source = _apply(invert_affine(upright), np.stack([grid_x.ravel(), grid_y.ravel()], axis=1))
-    low_pts = _apply(low.affine, source).astype(np.float32)
+    source = apply_affine(invert_affine(upright), np.stack([grid_x.ravel(), grid_y.ravel()], axis=1))
+    low_pts = apply_affine(low.affine, source).astype(np.float32)
     samples = cv2.remap(
         low.alpha,
         low_pts[:, 0].reshape(grid_x.shape),
@@ -229,7 +224,7 @@ def padding_fractions(
     """Share of the output taken from beyond the photo's edges: top band, bottom band, and the sides."""
     width_out, height_out = size_wh
     us, vs = np.meshgrid(np.linspace(0, width_out - 1, grid), np.linspace(0, height_out - 1, grid))
-    source = _apply(invert_affine(affine), np.stack([us.ravel(), vs.ravel()], axis=1))
+    source = apply_affine(invert_affine(affine), np.stack([us.ravel(), vs.ravel()], axis=1))
     outside = (
         (source[:, 0] < -0.5)
         | (source[:, 0] > source_wh[0] - 0.5)
@@ -258,7 +253,7 @@ def warp_to_output(rgb: np.ndarray, affine: np.ndarray, size_wh: tuple[int, int]
     factor = 2**halvings
     if factor > 1:
         corners = np.array([[0, 0], [size_wh[0], 0], [0, size_wh[1]], [size_wh[0], size_wh[1]]], dtype=np.float64)
-        source = _apply(invert_affine(affine), corners)
+        source = apply_affine(invert_affine(affine), corners)
         x0 = max(0, int(math.floor(source[:, 0].min())) - factor)
         y0 = max(0, int(math.floor(source[:, 1].min())) - factor)
         x1 = min(width_src, int(math.ceil(source[:, 0].max())) + factor)
@@ -286,7 +281,3 @@ def warp_to_output(rgb: np.ndarray, affine: np.ndarray, size_wh: tuple[int, int]
 
 def _within(bounds: tuple[float, float], fraction: float) -> float:
     return bounds[0] + (bounds[1] - bounds[0]) * fraction
-
-
-def _apply(affine: np.ndarray, points: np.ndarray) -> np.ndarray:
-    return points @ affine[:, :2].T + affine[:, 2]

@@ -23,6 +23,7 @@ from typing import Literal
 import cv2
 import numpy as np
 
+from deployments.common.affine import apply_affine, compose_affine, invert_affine, pixel_scale_affine
 from deployments.faces.tflite import TfliteModel
 
 logger = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ def keep_subject(low: LowResMatte, point_xy: tuple[float, float]) -> LowResMatte
     """
     core = (low.alpha >= 0.5).astype(np.uint8)
     _, labels = cv2.connectedComponents(core, connectivity=8)
-    x, y = (int(round(v)) for v in (low.affine @ np.array([point_xy[0], point_xy[1], 1.0])))
+    x, y = (int(round(v)) for v in apply_affine(low.affine, np.array([point_xy], dtype=np.float64))[0])
     if not (0 <= x < core.shape[1] and 0 <= y < core.shape[0]) or labels[y, x] == 0:
         logger.debug("subject point is outside the matte; keeping every blob")
         return low
@@ -124,10 +125,8 @@ def letterbox(rgb: np.ndarray, size_px: int) -> tuple[np.ndarray, np.ndarray]:
     scale = size_px / (max(height, width) / stride)
     pad_x = (size_px - scale * width / stride) / 2.0
     pad_y = (size_px - scale * height / stride) / 2.0
-    # Pixel centres: dst + 0.5 = scale * (src + 0.5) + pad, for the reduced image (sample j sits at original j*stride).
-    reduced_to_square = np.array(
-        [[scale, 0.0, pad_x + 0.5 * scale - 0.5], [0.0, scale, pad_y + 0.5 * scale - 0.5]], dtype=np.float64
-    )
+    reduced_to_square = pixel_scale_affine(scale, shift_xy=(pad_x, pad_y))
+    # Sample j of the reduced image sits at original j*stride (a plain scale, not about pixel centres).
     original_to_reduced = np.array([[1.0 / stride, 0.0, 0.0], [0.0, 1.0 / stride, 0.0]])
     square = cv2.warpAffine(
         reduced,
@@ -138,15 +137,6 @@ def letterbox(rgb: np.ndarray, size_px: int) -> tuple[np.ndarray, np.ndarray]:
         borderValue=(0, 0, 0),
     )
     return square, compose_affine(reduced_to_square, original_to_reduced)
-
-
-def compose_affine(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
-    """``outer ∘ inner`` for 2x3 affines (apply ``inner`` first)."""
-    return (np.vstack([outer, [0.0, 0.0, 1.0]]) @ np.vstack([inner, [0.0, 0.0, 1.0]]))[:2]
-
-
-def invert_affine(affine: np.ndarray) -> np.ndarray:
-    return cv2.invertAffineTransform(np.asarray(affine, dtype=np.float64))
 
 
 def refine_matte(

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from deployments.common.affine import pixel_scale_affine
 from deployments.common.errors import ModelUnavailable
 from deployments.common.onnx_graph import OnnxGraph, read_onnx
 from deployments.idphoto.matte import MODNET_REFERENCE_PX
@@ -334,7 +335,5 @@ def prepare_input(rgb: np.ndarray, reference_px: int = REFERENCE_SIZE_PX) -> Mod
     kept_h, kept_w = reduced.shape[0] * factor, reduced.shape[1] * factor
     resized = cv2.resize(reduced, (width_r, height_r), interpolation=cv2.INTER_AREA)
     tensor = resized.astype(np.float32).transpose(2, 0, 1) * (2.0 / 255.0) - 1.0
-    scale_x, scale_y = width_r / kept_w, height_r / kept_h
-    # Pixel centres: dst + 0.5 = scale * (src + 0.5).
-    affine = np.array([[scale_x, 0.0, 0.5 * scale_x - 0.5], [0.0, scale_y, 0.5 * scale_y - 0.5]])
+    affine = pixel_scale_affine(width_r / kept_w, height_r / kept_h)
     return ModNetInput(np.ascontiguousarray(tensor), affine, (height, width))

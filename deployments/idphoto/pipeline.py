@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from deployments.common.affine import eye_roll_deg
 from deployments.common.errors import InternalError, NoFaceFound, NotCompliant
 from deployments.common.image import require_image
 from deployments.faces.types import Face
@@ -36,7 +37,6 @@ from deployments.idphoto.report import (
     Check,
     ComplianceReport,
     background_std,
-    eye_tilt_deg,
     face_sharpness,
     measure_crown_y,
     ranged,
@@ -175,7 +175,7 @@ def judge_photo(
         Check("face_count", float(face_count), 1.0, 1.0, "faces", face_count == 1),
         ranged("head_height_ratio", (framing.chin_out[1] - crown_y) / height_out, *spec.head_height, "fraction"),
         ranged("top_margin_ratio", crown_y / height_out, *spec.top_margin, "fraction"),
-        ranged("eye_tilt_deg", eye_tilt_deg(eyes), -MAX_TILT_DEG, MAX_TILT_DEG, "deg"),
+        ranged("eye_tilt_deg", eye_roll_deg(eyes[0], eyes[1]), -MAX_TILT_DEG, MAX_TILT_DEG, "deg"),
         ranged(
             "horizontal_offset",
             (centre_x - width_out / 2.0) / width_out,

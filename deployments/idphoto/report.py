@@ -7,7 +7,6 @@ side padding, upsampling) a careful caller may still want to know.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,8 +131,3 @@ def face_sharpness(output_rgb: np.ndarray, eyes_out: np.ndarray, chin_out: tuple
         return None
     gray = cv2.cvtColor(np.ascontiguousarray(output_rgb[top:bottom, left:right]), cv2.COLOR_RGB2GRAY)
     return float(cv2.Laplacian(gray, cv2.CV_64F).var())
-
-
-def eye_tilt_deg(eyes_out: np.ndarray) -> float:
-    dx, dy = eyes_out[1] - eyes_out[0]
-    return math.degrees(math.atan2(float(dy), float(dx)))

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from idphoto_samples import draw_portrait
 
-from deployments.idphoto.geometry import eye_roll_deg, find_crown_y, plan_framing, warp_to_output
+from deployments.common.affine import eye_roll_deg
+from deployments.idphoto.geometry import find_crown_y, plan_framing, warp_to_output
 from deployments.idphoto.report import measure_crown_y
 
 
@@ -29,10 +30,10 @@ def test_head_and_margin_land_inside_ranges(portrait, specs, slug):
 
 def test_tilted_head_is_levelled(specs):
     tilted = draw_portrait(roll_deg=8.0)
-    assert eye_roll_deg(tilted.face.landmarks) == pytest.approx(8.0, abs=0.01)
+    assert eye_roll_deg(*tilted.face.landmarks[:2]) == pytest.approx(8.0, abs=0.01)
     framing = plan_framing(tilted.face, tilted.low_matte(), specs["cn-1inch"])
     assert framing.rotated and framing.roll_in_deg == pytest.approx(8.0, abs=0.01)
-    assert eye_roll_deg(framing.eyes_out) == pytest.approx(0.0, abs=0.01)
+    assert eye_roll_deg(*framing.eyes_out) == pytest.approx(0.0, abs=0.01)
     crop = warp_to_output(tilted.rgb, framing.affine, framing.size_wh)
     alpha = tilted.low_matte().warp_to(framing.affine, framing.size_wh)
     crown, _ = measure_crown_y(alpha, framing.size_wh[0] / 2, float(framing.eyes_out[:, 1].mean()), 120)

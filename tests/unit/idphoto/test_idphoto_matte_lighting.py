@@ -6,13 +6,12 @@ import cv2
 import numpy as np
 import pytest
 
+from deployments.common.affine import compose_affine, invert_affine
 from deployments.idphoto.background import composite, render_background
 from deployments.idphoto.lighting import MAX_GAIN_CHANGE, correct_lighting, white_balance
 from deployments.idphoto.matte import (
     LowResMatte,
-    compose_affine,
     estimate_foreground,
-    invert_affine,
     keep_subject,
     letterbox,
     refine_matte,
