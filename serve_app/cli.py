@@ -9,8 +9,9 @@ import logging
 import sys
 from collections.abc import Mapping
 
-from deployments.common.download import StreamProgress, plan_pull, pull, read_provenance
+from deployments.common.download import plan_pull, pull, read_provenance
 from deployments.common.errors import PortraitError
+from deployments.common.transfer import StreamProgress
 from deployments.common.weights import ModelSpec, default_models
 from serve_app.settings import Settings
 

@@ -15,18 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deployments.common.download import (
-    DownloadPolicy,
-    Progress,
-    StreamProgress,
-    offline_notice,
-    plan_pull,
-    pull,
-    read_provenance,
-    source_for,
-    unreachable_hosts,
-)
+from deployments.common.download import offline_notice, plan_pull, pull, read_provenance, source_for
 from deployments.common.errors import InvalidParameter
+from deployments.common.transfer import DownloadPolicy, Progress, Source, StreamProgress, unreachable_hosts
 from deployments.common.weights import ModelState, ModelStore, load_manifest
 from tests.http_files import FileServer, Route
 
@@ -352,8 +343,6 @@ def test_the_provenance_record_is_plain_json_beside_the_file(tmp_path, server):
 
 
 def test_hosts_that_refuse_or_do_not_resolve_are_unreachable_and_a_live_one_is_not(server):
-    from deployments.common.download import Source
-
     refused = f"http://127.0.0.1:{_closed_port()}/a.pth"
     sources = [Source("url", refused), Source("url", "https://models.invalid/b.pth"), Source("url", server.url("/x"))]
 
@@ -364,8 +353,6 @@ def test_hosts_that_refuse_or_do_not_resolve_are_unreachable_and_a_live_one_is_n
 
 
 def test_a_host_that_accepts_but_never_answers_is_unreachable_within_the_timeout():
-    from deployments.common.download import Source
-
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen()  # the kernel completes the handshake; nobody ever answers
