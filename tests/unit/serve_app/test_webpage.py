@@ -1,19 +1,88 @@
-"""The web page's routes and files, without a browser or Ray: ``GET /``, ``GET /static/...``, nothing external."""
+"""The web page's routes and files, without a browser or Ray: ``GET /``, ``GET /static/...``, nothing external; its
+string tables (both languages, every key the page uses) and its form (one control per option of each job's params
+model, offering exactly the values the model accepts, defaulting to the model's defaults)."""
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
+from deployments.idphoto.params import NAMED_COLOURS, TRANSPARENT
+from deployments.restore.params import CODEFORMER_DEFAULT_FIDELITY
+from serve_app.instructions.vocabulary import enum_values
+from serve_app.jobs import JOBS, job_context, parse_job_params
 from serve_app.routes import create_api
+from serve_app.settings import Settings
 from serve_app.webpage import WEB_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-WEB_FILES = ("index.html", "app.js", "style.css")
+WEB_FILES = ("index.html", "i18n.js", "app.js", "style.css")
+# Options whose values come from the service at run time (/v1/idphoto/specs, /v1/cartoon/styles), not the page.
+LOADED_OPTIONS = {("idphoto", "spec"), ("cartoon", "style")}
+# A custom ID-photo size: the spec select's "custom" choice with width, height and a unit (px or mm).
+CUSTOM_SIZE = {"width_px", "height_px", "width_mm", "height_mm"}
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+
+@dataclass
+class Control:
+    job: str
+    param: str
+    tag: str
+    attrs: dict[str, str | None]
+    hidden: bool  # inside an element of its job's fieldset that starts hidden
+    options: list[tuple[str, bool]] = field(default_factory=list)  # a select's (value, selected)
+
+    def default(self) -> str | None:
+        """What a fresh page sends (None: nothing), as ``jobFields`` in app.js reads it."""
+        if self.hidden or "disabled" in self.attrs:
+            return None
+        if self.attrs.get("type") == "checkbox":
+            return "true" if "checked" in self.attrs else "false"
+        if self.tag == "select":
+            chosen = [value for value, selected in self.options if selected] or [self.options[0][0]]
+            return chosen[0] or None
+        return self.attrs.get("value") or None
+
+
+class PageParser(HTMLParser):
+    """The translation keys of ``index.html`` and its option controls (``data-param``), per job fieldset."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: set[str] = set()
+        self.controls: list[Control] = []
+        self._open: list[tuple[str, bool, str | None]] = []  # (tag, hidden, job)
+        self._select: Control | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        self.keys |= {value for name, value in attrs if name.startswith("data-i18n") and value}
+        job = attributes.get("data-job") or (self._open[-1][2] if self._open else None)
+        inner_hidden = any(hidden for _, hidden, owner in self._open if owner == job and job is not None)
+        if "data-param" in attributes:
+            control = Control(job, attributes["data-param"], tag, attributes, inner_hidden)
+            self.controls.append(control)
+            if tag == "select":
+                self._select = control
+        if tag == "option" and self._select is not None:
+            self._select.options.append((attributes.get("value", ""), "selected" in attributes))
+        if tag not in _VOID:
+            starts_hidden = "hidden" in attributes and "data-job" not in attributes
+            self._open.append((tag, starts_hidden, job))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "select":
+            self._select = None
+        while self._open and self._open.pop()[0] != tag:
+            pass
 
 
 @pytest.fixture(scope="module")
@@ -21,13 +90,34 @@ def client() -> TestClient:
     return TestClient(create_api())
 
 
+@pytest.fixture(scope="module")
+def page() -> PageParser:
+    parser = PageParser()
+    parser.feed((WEB_DIR / "index.html").read_text(encoding="utf-8"))
+    return parser
+
+
+@pytest.fixture(scope="module")
+def tables() -> dict[str, dict[str, str]]:
+    """``I18N`` of i18n.js: strict JSON after ``const I18N =``."""
+    text = (WEB_DIR / "i18n.js").read_text(encoding="utf-8")
+    return json.loads(text.split("const I18N = ", 1)[1].rsplit(";", 1)[0])
+
+
+def _app_js() -> str:
+    return (WEB_DIR / "app.js").read_text(encoding="utf-8")
+
+
 def test_the_page_and_its_assets_are_served(client):
     page = client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    for asset in re.findall(r'(?:src|href)="(/static/[^"]+)"', page.text):
+    assets = re.findall(r'(?:src|href)="(/static/[^"]+)"', page.text)
+    assert {"/static/i18n.js", "/static/app.js", "/static/style.css"} <= set(assets)
+    for asset in assets:
         answer = client.get(asset)
         assert answer.status_code == 200, asset
     assert "javascript" in client.get("/static/app.js").headers["content-type"]
+    assert "javascript" in client.get("/static/i18n.js").headers["content-type"]
     assert client.get("/static/style.css").headers["content-type"].startswith("text/css")
 
 
@@ -52,3 +142,71 @@ def test_the_web_files_are_packaged():
     patterns = pyproject["tool"]["setuptools"]["package-data"]["serve_app"]
     for name in WEB_FILES:
         assert any(Path("web", name).match(pattern) for pattern in patterns), name
+
+
+# --- the string tables ------------------------------------------------------------------------------------------------
+
+
+def test_chinese_and_english_have_the_same_keys_and_placeholders(tables):
+    assert set(tables) == {"zh", "en"}
+    assert set(tables["zh"]) == set(tables["en"])
+    for key, chinese in tables["zh"].items():
+        assert chinese.strip() and tables["en"][key].strip(), key
+        placeholders = set(re.findall(r"\{(\w+)\}", chinese))
+        assert placeholders == set(re.findall(r"\{(\w+)\}", tables["en"][key])), key
+    assert (tables["zh"]["lang.html"], tables["en"]["lang.html"]) == ("zh-CN", "en")
+
+
+def test_every_key_the_page_uses_is_in_both_tables(tables, page):
+    known = tables["en"]
+    namespaces = {key.split(".")[0] for key in known}
+    literals = set(re.findall(r'"([a-z_]+\.[a-z0-9_.-]+)"', _app_js()))
+    used_in_script = {key for key in literals if key.split(".")[0] in namespaces}
+    assert used_in_script, "app.js names no key"
+    assert not (page.keys | used_in_script) - set(known)
+    # Keys app.js builds from names: jobs, colours, restoration models.
+    assert {f"job.{task}" for task in JOBS} <= set(known)
+    assert {f"colour.{name}" for name in [*NAMED_COLOURS, TRANSPARENT]} <= set(known)
+
+
+def test_the_named_colours_are_the_services():
+    match = re.search(r"const NAMED_COLOURS = (\{.*?\});", _app_js(), re.DOTALL)
+    assert json.loads(match.group(1)) == NAMED_COLOURS
+
+
+# --- the form and the params models -----------------------------------------------------------------------------------
+
+
+def _fields(task: str) -> set[str]:
+    return set(JOBS[task].params_model.model_json_schema(by_alias=True)["properties"]) - {"return"}
+
+
+def test_every_option_of_every_job_has_one_control(page):
+    for task in JOBS:
+        params = [control.param for control in page.controls if control.job == task]
+        assert len(params) == len(set(params)), task
+        custom = CUSTOM_SIZE if task == "idphoto" else set()
+        assert set(params) | custom == _fields(task), task
+
+
+def test_each_choice_offers_exactly_what_its_params_model_accepts(page):
+    selects = [control for control in page.controls if control.tag == "select"]
+    assert len(selects) >= 10
+    for control in selects:
+        offered = {value for value, _ in control.options} - {""}
+        model = JOBS[control.job].params_model
+        if (control.job, control.param) in LOADED_OPTIONS:
+            assert offered <= {"custom"}, control.param  # filled from the service
+        elif control.param == "background":
+            assert offered == {*NAMED_COLOURS, TRANSPARENT, "custom"}
+        else:
+            assert offered == {str(value) for value in enum_values(model, control.param)}, control.param
+
+
+def test_a_fresh_form_sends_the_params_models_defaults(page):
+    context = job_context(Settings())
+    for task in JOBS:
+        sent = {c.param: c.default() for c in page.controls if c.job == task and c.default() is not None}
+        assert parse_job_params(task, sent, context) == parse_job_params(task, {}, context), task
+    fidelity = next(control for control in page.controls if control.param == "fidelity")
+    assert fidelity.hidden and float(fidelity.attrs["value"]) == CODEFORMER_DEFAULT_FIDELITY
