@@ -12,12 +12,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from deployments.cartoon.params import CartoonParams
-from deployments.common.errors import RequestTimeout, ServiceError
+from deployments.common.errors import RequestTimeout
 from deployments.common.weights import fix_command
 from deployments.idphoto.params import IdPhotoParams
 from deployments.restore.params import RestoreParams
 from serve_app import __version__
-from serve_app.backend import Backend
+from serve_app.app_state import backend_of as _backend
+from serve_app.app_state import settings_of as _settings
 from serve_app.bucket.webhook import install_event_routes
 from serve_app.errors import install_error_handlers
 from serve_app.jobs import job_context, parse_job_params, run_job
@@ -25,7 +26,7 @@ from serve_app.jobs.faces import find_faces
 from serve_app.openai_api import openai_model_list
 from serve_app.openai_api import router as plain_language_routes
 from serve_app.schemas import ErrorOut, FacesOut, FallbackOut, HealthOut
-from serve_app.settings import Settings, get_settings
+from serve_app.settings import Settings
 from serve_app.uploads import read_upload
 from serve_app.webpage import install_web_page
 
@@ -33,17 +34,6 @@ logger = logging.getLogger(__name__)
 
 _ERRORS = {status: {"model": ErrorOut} for status in (400, 413, 415, 422, 503, 504)}
 T = TypeVar("T")
-
-
-def _backend(request: Request) -> Backend:
-    backend = getattr(request.app.state, "backend", None)
-    if backend is None:
-        raise ServiceError("the service is starting: no backend is attached yet")
-    return backend
-
-
-def _settings(request: Request) -> Settings:
-    return getattr(request.app.state, "settings", None) or get_settings()
 
 
 async def _within_timeout(work: Awaitable[T], settings: Settings) -> T:

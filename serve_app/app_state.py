@@ -1,0 +1,18 @@
+"""What every route reads from the app: the backend the caller attached and the settings (``app.state``)."""
+
+from fastapi import Request
+
+from deployments.common.errors import ServiceError
+from serve_app.backend import Backend
+from serve_app.settings import Settings, get_settings
+
+
+def backend_of(request: Request) -> Backend:
+    backend = getattr(request.app.state, "backend", None)
+    if backend is None:
+        raise ServiceError("the service is starting: no backend is attached yet")
+    return backend
+
+
+def settings_of(request: Request) -> Settings:
+    return getattr(request.app.state, "settings", None) or get_settings()
