@@ -23,6 +23,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from deployments.restore.codeformer import CODEFORMER_512, CodeFormer, build_codeformer  # noqa: E402
 from deployments.restore.gfpgan import GFPGAN_VARIANTS, GfpganConfig, build_gfpgan  # noqa: E402
 from deployments.restore.gpen import GPEN_VARIANTS, GpenConfig, build_gpen  # noqa: E402
 
@@ -35,9 +36,27 @@ def _gfpgan(config: GfpganConfig) -> tuple[nn.Module, int]:
     return build_gfpgan(config), config.out_size
 
 
+class _FixedFidelity(nn.Module):
+    """CodeFormer with its fidelity weight bound, so it is timed as ``model(faces)`` like the others."""
+
+    def __init__(self, model: CodeFormer, w: float) -> None:
+        super().__init__()
+        self.model = model
+        self.w = w
+
+    def forward(self, faces: torch.Tensor) -> torch.Tensor:
+        return self.model(faces, self.w)
+
+
+def _codeformer() -> tuple[nn.Module, int]:
+    """At the official default w = 0.5 (any w > 0 runs the fusion blocks; w = 0 skips them and is cheaper)."""
+    return _FixedFidelity(build_codeformer(CODEFORMER_512), 0.5), CODEFORMER_512.size_px
+
+
 RESTORERS: dict[str, Callable[[], tuple[nn.Module, int]]] = {
     **{name: partial(_gpen, config) for name, config in GPEN_VARIANTS.items()},
     **{name: partial(_gfpgan, config) for name, config in GFPGAN_VARIANTS.items()},
+    "codeformer": _codeformer,
 }
 
 
