@@ -84,13 +84,18 @@ def replica_counts_of(details: Mapping[str, Any], app: str) -> dict[str, Replica
         autoscaling = config.get("autoscaling_config")
         fewest = autoscaling.get("min_replicas", 1) if autoscaling else config.get("num_replicas", 1)
         counts[name] = ReplicaCount(
-            running=sum(1 for replica in deployment.get("replicas", []) if replica.get("state") == "RUNNING"),
+            running=sum(1 for replica in deployment.get("replicas", []) if _plain(replica.get("state")) == "RUNNING"),
             target=int(deployment.get("target_num_replicas", 0)),
             min_replicas=int(fewest) if isinstance(fewest, int) else 1,
-            serve_status=str(deployment.get("status", "UNKNOWN")),
+            serve_status=_plain(deployment.get("status", "UNKNOWN")),
             message=str(deployment.get("message", "")),
         )
     return counts
+
+
+def _plain(value: Any) -> str:
+    """An enum from the controller (``DeploymentStatus.UNHEALTHY``) as its value (``UNHEALTHY``)."""
+    return str(getattr(value, "value", value))
 
 
 class ServeReplicaCounts:
@@ -224,9 +229,11 @@ class HandleBackend:
             return {"status": "failing", "reason": f"{type(exc).__name__}: {exc}", **flags}
         if count is not None:
             report["replicas"] = count.to_json()
-            if count.running < count.target and report.get("status", "ok") == "ok":
-                report["status"] = "degraded"
-                report["reason"] = f"{count.running} of {count.target} replicas running"
+            if count.running < count.target:
+                short = f"{count.running} of {count.target} replicas running"
+                report["reason"] = f"{report['reason']}; {short}" if report.get("reason") else short
+                if report.get("status", "ok") == "ok":
+                    report["status"] = "degraded"
         return {**report, **flags}
 
     def observe_job(self, task: str, outcome: str, engine: str, bytes_in: int, bytes_out: int) -> None:

@@ -145,6 +145,13 @@ def test_fewer_replicas_than_wanted_is_degraded_with_the_count():
     assert report["FaceAnalyzer"]["replicas"] == {"running": 1, "target": 2, "serve_status": "HEALTHY"}
 
 
+def test_the_count_joins_a_deployments_own_reason():
+    fallback = FakeHandle("FaceAnalyzer", {"status": "degraded", "reason": "classic engine: no weights"})
+    report = asyncio.run(backend(stages(FaceAnalyzer=fallback), {"FaceAnalyzer": running(1, target=2)}).health())
+    assert report["FaceAnalyzer"]["status"] == "degraded"
+    assert report["FaceAnalyzer"]["reason"] == "classic engine: no weights; 1 of 2 replicas running"
+
+
 def test_a_controller_that_does_not_answer_degrades_and_every_deployment_is_still_asked():
     async def stuck():
         await asyncio.sleep(30)
@@ -193,6 +200,27 @@ def test_replica_counts_are_read_from_the_controllers_instance_details():
         "FaceRestorer512": ReplicaCount(running=0, target=0, min_replicas=0, serve_status="HEALTHY"),
     }
     assert replica_counts_of(details, "another-app") == {}
+
+
+def test_the_controllers_enums_read_as_their_values():
+    """In a replica the controller's details carry Serve's enums, not their JSON strings."""
+    from ray.serve._private.common import DeploymentStatus, ReplicaState
+
+    details = {
+        "applications": {
+            "portrait": {
+                "deployments": {
+                    "BucketRunner": {
+                        "status": DeploymentStatus.UNHEALTHY,
+                        "target_num_replicas": 1,
+                        "deployment_config": {"num_replicas": 1},
+                        "replicas": [{"state": ReplicaState.RUNNING}, {"state": ReplicaState.STARTING}],
+                    }
+                }
+            }
+        }
+    }
+    assert replica_counts_of(details, "portrait")["BucketRunner"] == ReplicaCount(1, 1, 1, "UNHEALTHY")
 
 
 def test_a_replica_lost_under_a_call_is_a_503_the_caller_may_retry():
