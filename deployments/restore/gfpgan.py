@@ -31,12 +31,10 @@ from torch.nn import functional as F
 
 from deployments.common.errors import InvalidParameter
 from deployments.restore.checkpoint import load_strict, read_state_dict
-from deployments.restore.gpen import PixelNorm, stylegan2_channels
+from deployments.restore.stylegan2 import LEAKY_SLOPE, PixelNorm, grouped_conv2d, modulated_weight, stylegan2_channels
 
 logger = logging.getLogger(__name__)
 
-_LEAKY_SLOPE = 0.2
-_DEMOD_EPS = 1e-8
 _MIN_SIZE_PX = 8
 _MAX_SIZE_PX = 1024
 # The official files keep the EMA weights under 'params_ema'; GFPGANer falls back to 'params' when that is absent.
@@ -103,7 +101,7 @@ GFPGAN_VARIANTS: dict[str, GfpganConfig] = {
 
 
 def _leaky(x: torch.Tensor) -> torch.Tensor:
-    return F.leaky_relu(x, negative_slope=_LEAKY_SLOPE)
+    return F.leaky_relu(x, negative_slope=LEAKY_SLOPE)
 
 
 def _resample(x: torch.Tensor, scale_factor: float) -> torch.Tensor:
@@ -128,7 +126,7 @@ class ResampleBlock(nn.Module):
 def _sft_head(channels: int) -> nn.Sequential:
     """Scale or shift predictor for half-channel SFT: conv, leaky ReLU, conv (channel count kept)."""
     return nn.Sequential(
-        nn.Conv2d(channels, channels, 3, 1, 1), nn.LeakyReLU(_LEAKY_SLOPE), nn.Conv2d(channels, channels, 3, 1, 1)
+        nn.Conv2d(channels, channels, 3, 1, 1), nn.LeakyReLU(LEAKY_SLOPE), nn.Conv2d(channels, channels, 3, 1, 1)
     )
 
 
@@ -143,7 +141,6 @@ class ModulatedConv2d(nn.Module):
         self, in_channels: int, out_channels: int, kernel_size: int, style_dim: int, *, demodulate: bool, upsample: bool
     ) -> None:
         super().__init__()
-        self.out_channels = out_channels
         self.kernel_size = kernel_size
         self.demodulate = demodulate
         self.upsample = upsample
@@ -154,18 +151,10 @@ class ModulatedConv2d(nn.Module):
         self.weight = nn.Parameter(torch.randn(1, out_channels, in_channels, kernel_size, kernel_size) / fan_in**0.5)
 
     def forward(self, x: torch.Tensor, style: torch.Tensor) -> torch.Tensor:
-        batch, in_channels = x.shape[:2]
-        k = self.kernel_size
-        weight = self.weight * self.modulation(style).view(batch, 1, in_channels, 1, 1)
-        if self.demodulate:
-            demod = torch.rsqrt(weight.pow(2).sum([2, 3, 4]) + _DEMOD_EPS)
-            weight = weight * demod.view(batch, self.out_channels, 1, 1, 1)
-        weight = weight.view(batch * self.out_channels, in_channels, k, k)
+        weight = modulated_weight(self.weight, self.modulation(style), demodulate=self.demodulate)
         if self.upsample:
             x = _resample(x, 2)
-        height, width = x.shape[2:]
-        out = F.conv2d(x.view(1, batch * in_channels, height, width), weight, padding=k // 2, groups=batch)
-        return out.view(batch, self.out_channels, height, width)
+        return grouped_conv2d(x, weight, padding=self.kernel_size // 2)
 
 
 class StyleConv(nn.Module):
@@ -221,9 +210,9 @@ class SftStyleDecoder(nn.Module):
         mlp: list[nn.Module] = [PixelNorm()]
         for _ in range(config.num_mlp):
             linear = nn.Linear(dim, dim)
-            nn.init.kaiming_normal_(linear.weight, a=_LEAKY_SLOPE, nonlinearity="leaky_relu")
+            nn.init.kaiming_normal_(linear.weight, a=LEAKY_SLOPE, nonlinearity="leaky_relu")
             nn.init.zeros_(linear.bias)
-            mlp += [linear, nn.LeakyReLU(_LEAKY_SLOPE)]
+            mlp += [linear, nn.LeakyReLU(LEAKY_SLOPE)]
         self.style_mlp = nn.Sequential(*mlp)
         ch = config.decoder_channels
         self.constant_input = ConstantInput(ch(4))

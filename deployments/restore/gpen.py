@@ -2,9 +2,8 @@
 
 Computes the same function as ``FullGenerator`` in yangxy/GPEN ``face_model/gpen_model.py`` with the official
 ``isconcat=True`` setting, and keeps its parameter names so the released ``GPEN-BFR-*.pth`` files load unchanged with
-a strict ``load_state_dict``. The fused CUDA ops of the original are replaced by their reference definitions
-(leaky ReLU with bias and gain √2; upfirdn2d as zero insertion, padding and a depthwise ``conv2d``), so the module
-runs on any device and traces cleanly.
+a strict ``load_state_dict``. The StyleGAN2 layers it is built from (fused CUDA ops replaced by their reference
+definitions) are in :mod:`deployments.restore.stylegan2`.
 
 Architecture in one breath: an encoder of stride-2 convolutions (``ecd0`` … ``ecdN``) turns the face into feature
 maps from ``size`` down to 4×4 and, through ``final_linear`` and the StyleGAN2 mapping network, into one style vector;
@@ -20,23 +19,29 @@ Tensors: ``B×3×size×size`` RGB float in [-1, 1] in, the same layout out (not 
 from __future__ import annotations
 
 import logging
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from deployments.common.errors import InvalidParameter, ModelUnavailable
 from deployments.restore.checkpoint import load_strict, read_state_dict
+from deployments.restore.stylegan2 import (
+    BiasLeakyReLU,
+    ConstantInput,
+    EqualConv2d,
+    EqualLinear,
+    FirFilter,
+    ModulatedConv2d,
+    PixelNorm,
+    ToRGB,
+    stylegan2_channels,
+)
 
 logger = logging.getLogger(__name__)
 
-_LEAKY_SLOPE = 0.2
-_LEAKY_GAIN = math.sqrt(2.0)
-_DEMOD_EPS = 1e-8
 _MIN_SIZE_PX = 8
 _MAX_SIZE_PX = 2048
 
@@ -71,17 +76,6 @@ class GpenConfig:
         return stylegan2_channels(resolution_px, self.channel_multiplier, self.narrow)
 
 
-def stylegan2_channels(resolution_px: int, channel_multiplier: int, narrow: float) -> int:
-    """Feature channels at one resolution: the official StyleGAN2 ``channels`` table, truncation by ``int`` included.
-
-    GPEN and GFPGAN (decoder, and its U-Net with ``narrow / 2``) all size their layers with this table.
-    """
-    if resolution_px <= 32:
-        return int(512 * narrow)
-    base = {64: 256, 128: 128, 256: 64, 512: 32, 1024: 16, 2048: 8}[resolution_px]
-    return int(base * channel_multiplier * narrow)
-
-
 GPEN_VARIANTS: dict[str, GpenConfig] = {
     "gpen-bfr-512": GpenConfig(size=512, channel_multiplier=2, narrow=1.0),
     "gpen-bfr-256": GpenConfig(size=256, channel_multiplier=1, narrow=0.5),
@@ -89,145 +83,7 @@ GPEN_VARIANTS: dict[str, GpenConfig] = {
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# Building blocks
-
-
-def upfirdn2d(x: torch.Tensor, kernel: torch.Tensor, *, up: int = 1, pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
-    """Upsample by zero insertion, pad, and convolve each channel with ``kernel`` (the official op with down=1)."""
-    batch, channels, height, width = x.shape
-    if up > 1:
-        x = x.reshape(batch, channels, height, 1, width, 1)
-        x = F.pad(x, [0, up - 1, 0, 0, 0, up - 1])
-        x = x.reshape(batch, channels, height * up, width * up)
-    x = F.pad(x, [pad[0], pad[1], pad[0], pad[1]])
-    taps = torch.flip(kernel, [0, 1]).to(x.dtype)
-    weight = taps.expand(channels, 1, *taps.shape)
-    return F.conv2d(x, weight, groups=channels)
-
-
-def _make_kernel(taps: tuple[int, ...], gain: float) -> torch.Tensor:
-    """Separable 2-D FIR kernel from 1-D taps, normalised to sum to ``gain``."""
-    row = torch.tensor(taps, dtype=torch.float32)
-    kernel = row[None, :] * row[:, None]
-    kernel /= kernel.sum()
-    return kernel * gain
-
-
-class FirFilter(nn.Module):
-    """Anti-aliasing FIR filter (official ``Blur``/``Upsample``); its kernel is a buffer saved in checkpoints."""
-
-    def __init__(self, taps: tuple[int, ...], pad: tuple[int, int], *, up: int = 1, gain: float = 1.0) -> None:
-        super().__init__()
-        self.register_buffer("kernel", _make_kernel(taps, gain))
-        self.pad = pad
-        self.up = up
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return upfirdn2d(x, self.kernel, up=self.up, pad=self.pad)
-
-
-class BiasLeakyReLU(nn.Module):
-    """Bias, leaky ReLU (slope 0.2) and gain √2: the official ``FusedLeakyReLU``."""
-
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.bias = nn.Parameter(torch.zeros(channels))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return bias_leaky_relu(x, self.bias)
-
-
-def bias_leaky_relu(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    bias_shape = (1, -1) + (1,) * (x.ndim - 2)
-    return _LEAKY_GAIN * F.leaky_relu(x + bias.view(bias_shape), negative_slope=_LEAKY_SLOPE)
-
-
-class EqualConv2d(nn.Module):
-    """Bias-free convolution with the equalized-learning-rate scale applied at run time."""
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, *, stride: int, padding: int) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.randn(out_channels, in_channels, kernel_size, kernel_size))
-        self.scale = 1 / math.sqrt(in_channels * kernel_size**2)
-        self.stride = stride
-        self.padding = padding
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.conv2d(x, self.weight * self.scale, stride=self.stride, padding=self.padding)
-
-
-class EqualLinear(nn.Module):
-    """Linear layer with run-time weight scale and learning-rate multiplier ``lr_mul`` (0.01 in the mapping net)."""
-
-    def __init__(
-        self, in_dim: int, out_dim: int, *, lr_mul: float = 1.0, bias_init: float = 0.0, activate: bool = False
-    ) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.randn(out_dim, in_dim).div_(lr_mul))
-        self.bias = nn.Parameter(torch.full((out_dim,), float(bias_init)))
-        self.scale = (1 / math.sqrt(in_dim)) * lr_mul
-        self.lr_mul = lr_mul
-        self.activate = activate
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.activate:
-            return bias_leaky_relu(F.linear(x, self.weight * self.scale), self.bias * self.lr_mul)
-        return F.linear(x, self.weight * self.scale, bias=self.bias * self.lr_mul)
-
-
-class PixelNorm(nn.Module):
-    """Normalise each latent vector to unit root-mean-square."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(torch.mean(x**2, dim=1, keepdim=True) + 1e-8)
-
-
-class ModulatedConv2d(nn.Module):
-    """StyleGAN2 convolution whose weight is scaled per sample by the style (and demodulated), run as a grouped conv."""
-
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int,
-        style_dim: int,
-        *,
-        blur_taps: tuple[int, ...],
-        demodulate: bool = True,
-        upsample: bool = False,
-    ) -> None:
-        super().__init__()
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.kernel_size = kernel_size
-        self.upsample = upsample
-        self.demodulate = demodulate
-        if upsample:
-            # Transposed stride-2 conv, then a blur whose padding restores exactly 2× the input size.
-            slack = (len(blur_taps) - 2) - (kernel_size - 1)
-            self.blur = FirFilter(blur_taps, ((slack + 1) // 2 + 1, slack // 2 + 1), gain=4.0)
-        self.scale = 1 / math.sqrt(in_channels * kernel_size**2)
-        self.padding = kernel_size // 2
-        self.weight = nn.Parameter(torch.randn(1, out_channels, in_channels, kernel_size, kernel_size))
-        self.modulation = EqualLinear(style_dim, in_channels, bias_init=1.0)
-
-    def forward(self, x: torch.Tensor, style: torch.Tensor) -> torch.Tensor:
-        batch, in_channels, height, width = x.shape
-        k = self.kernel_size
-        style = self.modulation(style).view(batch, 1, in_channels, 1, 1)
-        weight = self.scale * self.weight * style
-        if self.demodulate:
-            demod = torch.rsqrt(weight.pow(2).sum([2, 3, 4]) + _DEMOD_EPS)
-            weight = weight * demod.view(batch, self.out_channels, 1, 1, 1)
-        x = x.reshape(1, batch * in_channels, height, width)
-        if self.upsample:
-            weight = weight.transpose(1, 2).reshape(batch * in_channels, self.out_channels, k, k)
-            out = F.conv_transpose2d(x, weight, padding=0, stride=2, groups=batch)
-            out = out.reshape(batch, self.out_channels, out.shape[2], out.shape[3])
-            return self.blur(out)
-        weight = weight.reshape(batch * self.out_channels, in_channels, k, k)
-        out = F.conv2d(x, weight, padding=self.padding, groups=batch)
-        return out.reshape(batch, self.out_channels, out.shape[2], out.shape[3])
+# GPEN's own layers: encoder features concatenated where StyleGAN2 adds noise
 
 
 class FeatureInjection(nn.Module):
@@ -254,35 +110,6 @@ class StyledConv(nn.Module):
 
     def forward(self, x: torch.Tensor, style: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         return self.activate(self.noise(self.conv(x, style), features))
-
-
-class ToRGB(nn.Module):
-    """1×1 modulated conv to RGB plus bias, added to the upsampled RGB of the previous resolution."""
-
-    def __init__(self, in_channels: int, style_dim: int, *, blur_taps: tuple[int, ...], upsample: bool = True) -> None:
-        super().__init__()
-        if upsample:
-            slack = len(blur_taps) - 2
-            self.upsample = FirFilter(blur_taps, ((slack + 1) // 2 + 1, slack // 2), up=2, gain=4.0)
-        self.conv = ModulatedConv2d(in_channels, 3, 1, style_dim, blur_taps=blur_taps, demodulate=False)
-        self.bias = nn.Parameter(torch.zeros(1, 3, 1, 1))
-
-    def forward(self, x: torch.Tensor, style: torch.Tensor, skip: torch.Tensor | None = None) -> torch.Tensor:
-        out = self.conv(x, style) + self.bias
-        if skip is None:
-            return out
-        return out + self.upsample(skip)
-
-
-class ConstantInput(nn.Module):
-    """The learned 4×4 input of the decoder, repeated over the batch."""
-
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.input = nn.Parameter(torch.randn(1, channels, 4, 4))
-
-    def forward(self, batch: int) -> torch.Tensor:
-        return self.input.repeat(batch, 1, 1, 1)
 
 
 class StyleDecoder(nn.Module):
