@@ -72,15 +72,17 @@ def serve_model_store(tmp_path_factory) -> tuple[Path, Path]:
     from deployments.restore.gpen import GpenConfig, build_gpen
 
     root = tmp_path_factory.mktemp("serve-models")
-    builtin = Path(os.environ.get("PORTRAIT_MODEL_STORE", REPO_ROOT / "models")) / "mediapipe"
-    (root / "mediapipe").symlink_to(builtin, target_is_directory=True)
+    manifest = yaml.safe_load((REPO_ROOT / "configs" / "models.yaml").read_text(encoding="utf-8"))
+    store = Path(os.environ.get("PORTRAIT_MODEL_STORE", REPO_ROOT / "models"))
+    for folder in sorted({Path(spec["file"]).parts[0] for spec in manifest["models"].values() if spec.get("builtin")}):
+        (root / folder).symlink_to(store / folder, target_is_directory=True)
     torch.manual_seed(0)
     checkpoint = root / "gpen" / "GPEN-BFR-512.pth"
     checkpoint.parent.mkdir()
     torch.save(build_gpen(GpenConfig(**TINY_GPEN)).state_dict(), checkpoint)
-    manifest = yaml.safe_load((REPO_ROOT / "configs" / "models.yaml").read_text(encoding="utf-8"))
     entry = manifest["models"]["gpen-bfr-512"]
-    entry.update(sha256=sha256_of(checkpoint), size_bytes=checkpoint.stat().st_size, args=TINY_GPEN)
+    args = {**entry["args"], **TINY_GPEN}  # the tiny network, the model's own face template
+    entry.update(sha256=sha256_of(checkpoint), size_bytes=checkpoint.stat().st_size, args=args)
     graph = dctnet_graph(random_dctnet_constants(seed=0), eps=0.01)
     for model in ("dctnet-anime-head", "dctnet-anime-bg"):
         path = root / manifest["models"][model]["file"]
