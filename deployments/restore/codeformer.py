@@ -29,11 +29,19 @@ from torch.nn import functional as F
 
 from deployments.common.errors import InvalidParameter
 from deployments.restore.checkpoint import load_strict, read_state_dict
+from deployments.restore.vqgan import (
+    NORM_GROUPS,
+    AttnBlock,
+    BlockStack,
+    Codebook,
+    Downsample,
+    ResBlock,
+    Upsample,
+    group_norm,
+)
 
 logger = logging.getLogger(__name__)
 
-_NORM_GROUPS = 32
-_NORM_EPS = 1e-6
 _ADAIN_EPS = 1e-5
 _FUSE_SLOPE = 0.2
 
@@ -63,8 +71,8 @@ class CodeFormerConfig:
         levels = len(self.channel_mults)
         if levels < 1 or self.size_px < 1 or self.size_px & (self.size_px - 1) or self.size_px >> (levels - 1) < 1:
             raise InvalidParameter(f"CodeFormer size_px must be a power of two ≥ 2^(levels-1), got {self}")
-        if any(self.base_channels * mult % _NORM_GROUPS for mult in self.channel_mults) or min(self.channel_mults) < 1:
-            raise InvalidParameter(f"CodeFormer widths must be positive multiples of {_NORM_GROUPS}, got {self}")
+        if any(self.base_channels * mult % NORM_GROUPS for mult in self.channel_mults) or min(self.channel_mults) < 1:
+            raise InvalidParameter(f"CodeFormer widths must be positive multiples of {NORM_GROUPS}, got {self}")
         if min(self.res_blocks, self.codebook_size, self.code_dim, self.n_head, self.n_layers) < 1:
             raise InvalidParameter(f"CodeFormer config needs positive dimensions, got {self}")
         if self.embed_dim < 1 or self.embed_dim % self.n_head:
@@ -89,81 +97,7 @@ CODEFORMER_512 = CodeFormerConfig()
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# VQGAN building blocks (official ``vqgan_arch.py``)
-
-
-def _group_norm(channels: int) -> nn.GroupNorm:
-    return nn.GroupNorm(_NORM_GROUPS, channels, eps=_NORM_EPS)
-
-
-class ResBlock(nn.Module):
-    """GroupNorm–swish–conv twice, plus the input (through a 1×1 conv when the width changes)."""
-
-    def __init__(self, in_channels: int, out_channels: int) -> None:
-        super().__init__()
-        self.norm1 = _group_norm(in_channels)
-        self.conv1 = nn.Conv2d(in_channels, out_channels, 3, padding=1)
-        self.norm2 = _group_norm(out_channels)
-        self.conv2 = nn.Conv2d(out_channels, out_channels, 3, padding=1)
-        self.conv_out = nn.Conv2d(in_channels, out_channels, 1) if in_channels != out_channels else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.conv1(F.silu(self.norm1(x)))
-        h = self.conv2(F.silu(self.norm2(h)))
-        return h + (x if self.conv_out is None else self.conv_out(x))
-
-
-class AttnBlock(nn.Module):
-    """Single-head self-attention over all pixels of a feature map, added to its input."""
-
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.norm = _group_norm(channels)
-        self.q = nn.Conv2d(channels, channels, 1)
-        self.k = nn.Conv2d(channels, channels, 1)
-        self.v = nn.Conv2d(channels, channels, 1)
-        self.proj_out = nn.Conv2d(channels, channels, 1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, channels, height, width = x.shape
-        h = self.norm(x)
-        q, k, v = (conv(h).flatten(2).transpose(1, 2) for conv in (self.q, self.k, self.v))  # B×HW×C
-        attended = F.scaled_dot_product_attention(q, k, v)  # scale 1/√C, as the original
-        return x + self.proj_out(attended.transpose(1, 2).reshape(batch, channels, height, width))
-
-
-class Downsample(nn.Module):
-    """Stride-2 3×3 conv after padding one pixel on the right and bottom only."""
-
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(channels, channels, 3, stride=2)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv(F.pad(x, (0, 1, 0, 1)))
-
-
-class Upsample(nn.Module):
-    """Nearest-neighbour 2× then a 3×3 conv."""
-
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv(F.interpolate(x, scale_factor=2.0, mode="nearest"))
-
-
-class BlockStack(nn.Module):
-    """The official ``Encoder``/``Generator``: a flat ``blocks`` list (its indices are part of the key names).
-
-    ``taps`` maps a block index to the resolution whose features are read (encoder) or fused (decoder) after it.
-    """
-
-    def __init__(self, blocks: list[nn.Module], taps: dict[int, int]) -> None:
-        super().__init__()
-        self.blocks = nn.ModuleList(blocks)
-        self.taps = taps
+# CodeFormer's VQGAN: the layout of its encoder and decoder
 
 
 def _encoder(config: CodeFormerConfig) -> BlockStack:
@@ -187,7 +121,7 @@ def _encoder(config: CodeFormerConfig) -> BlockStack:
             blocks.append(Downsample(channels))
             resolution //= 2
     blocks += [ResBlock(channels, channels), AttnBlock(channels), ResBlock(channels, channels)]
-    blocks += [_group_norm(channels), nn.Conv2d(channels, config.code_dim, 3, padding=1)]
+    blocks += [group_norm(channels), nn.Conv2d(channels, config.code_dim, 3, padding=1)]
     return BlockStack(blocks, taps)
 
 
@@ -211,16 +145,8 @@ def _generator(config: CodeFormerConfig) -> BlockStack:
         if level != 0:
             blocks.append(Upsample(channels))
             resolution *= 2
-    blocks += [_group_norm(channels), nn.Conv2d(channels, 3, 3, padding=1)]
+    blocks += [group_norm(channels), nn.Conv2d(channels, 3, 3, padding=1)]
     return BlockStack(blocks, taps)
-
-
-class Codebook(nn.Module):
-    """The VQGAN codebook (official ``VectorQuantizer``; only its lookup is used at inference)."""
-
-    def __init__(self, codebook_size: int, code_dim: int) -> None:
-        super().__init__()
-        self.embedding = nn.Embedding(codebook_size, code_dim)
 
 
 # --------------------------------------------------------------------------------------------------------------------
