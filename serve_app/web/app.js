@@ -276,6 +276,7 @@ function renderUnusableModels(models) {
   const restricted = models.filter((model) => model.commercial_use === false).map((model) => model.name);
   byId("health-restricted").hidden = restricted.length === 0;
   byId("health-restricted").textContent = t("health.restricted", { models: list(restricted) });
+  byId("health-fix").textContent = models.length ? state.health.body.fix : "";
   byId("health-commands").textContent = [...new Set(models.map((model) => model.fix))].join("\n");
 }
 

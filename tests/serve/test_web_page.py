@@ -337,9 +337,11 @@ def test_engines_without_their_weights_are_named_with_the_commands_that_fix_them
     health = httpx.get(f"{serve_url}/healthz", timeout=60).json()  # 200 or 503: the body is the same report
     fixes = {model["name"]: model["fix"] for model in health["models"] if model["fix"]}
     assert "gpen-bfr-256" in fixes  # absent from the session's model store (conftest)
+    assert set(health["fix"].removeprefix("portrait models pull ").split()) == set(fixes)
 
     assert page.is_visible("#health-notice")
     page.click("#health-details summary")
+    assert page.inner_text("#health-fix") == health["fix"]
     assert set(page.inner_text("#health-commands").splitlines()) == set(fixes.values())
     assert "portrait models pull gpen-bfr-256" in page.inner_text("#health-commands")
     groups = page.inner_text("#health-groups")
@@ -355,4 +357,5 @@ def test_engines_without_their_weights_are_named_with_the_commands_that_fix_them
     assert page.inner_text("#health-summary").startswith("人脸修复")
     assert "人脸修复：" in page.inner_text("#health-groups")
     assert set(page.inner_text("#health-commands").splitlines()) == set(fixes.values())
+    assert page.inner_text("#health-fix") == health["fix"]
     _screenshots(page, "engines-zh")
