@@ -8,7 +8,7 @@ message that names the first few offending keys, so an operator can tell a wrong
 from __future__ import annotations
 
 import pickle
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -69,12 +69,14 @@ def check_state_dict(expected: Mapping[str, torch.Tensor], state: Mapping[str, t
     )
 
 
-def load_strict(model: ModuleT, state: Mapping[str, torch.Tensor], *, subject: str) -> ModuleT:
-    """Check ``state`` against ``model``, then assign it (as float32) strictly; returns the model frozen, in eval mode.
+def load_strict(build: Callable[[], ModuleT], state: Mapping[str, torch.Tensor], *, subject: str) -> ModuleT:
+    """The module ``build`` makes, holding ``state`` (as float32) exactly; frozen, in eval mode.
 
-    Build ``model`` under ``torch.device("meta")``: ``assign=True`` replaces every tensor with the file's, so no
-    random initialisation is computed or kept.
+    ``build`` runs on the meta device and ``assign=True`` puts the file's tensors in place of the empty ones, so no
+    random initialisation is computed or kept. ``state`` is checked against the module first.
     """
+    with torch.device("meta"):
+        model = build()
     check_state_dict(model.state_dict(), state, subject=subject)
     model.load_state_dict({key: value.float() for key, value in state.items()}, strict=True, assign=True)
     return model.eval().requires_grad_(False)

@@ -329,8 +329,8 @@ def load_codeformer(
     naming the offending keys."""
     path = Path(checkpoint_path)
     state = read_state_dict(path, map_location, model_name="CodeFormer", wrapper_keys=("params_ema", "params"))
-    with torch.device("meta"):  # no random initialisation: every tensor comes from the file
-        model = build_codeformer(config)
-    load_strict(model, state, subject=f"CodeFormer checkpoint {path} does not match {config}")
+    model = load_strict(
+        lambda: build_codeformer(config), state, subject=f"CodeFormer checkpoint {path} does not match {config}"
+    )
     logger.info("loaded CodeFormer from %s (%s)", path, config)
     return model

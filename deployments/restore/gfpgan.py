@@ -329,8 +329,10 @@ def load_gfpgan(
     path = Path(checkpoint_path)
     config = config or GfpganConfig()
     state = read_state_dict(path, map_location, model_name="GFPGAN", wrapper_keys=_WRAPPER_KEYS)
-    with torch.device("meta"):  # no random initialisation: every tensor comes from the file
-        model = build_gfpgan(config)
-    load_strict(model, state, subject=f"GFPGAN checkpoint {path} does not match GFPGAN-{config.out_size} {config}")
+    model = load_strict(
+        lambda: build_gfpgan(config),
+        state,
+        subject=f"GFPGAN checkpoint {path} does not match GFPGAN-{config.out_size} {config}",
+    )
     logger.info("loaded GFPGAN-%d from %s (%s)", config.out_size, path, config)
     return model

@@ -227,9 +227,9 @@ def load_gpen(
         config = _variant_for_size(size) if size is not None else infer_gpen_config(state)
     elif size is not None and size != config.size:
         raise InvalidParameter(f"size={size} contradicts config.size={config.size}")
-    with torch.device("meta"):  # no random initialisation: every tensor comes from the file
-        model = build_gpen(config)
-    load_strict(model, state, subject=f"GPEN checkpoint {path} does not match GPEN-{config.size} {config}")
+    model = load_strict(
+        lambda: build_gpen(config), state, subject=f"GPEN checkpoint {path} does not match GPEN-{config.size} {config}"
+    )
     logger.info("loaded GPEN-%d from %s (%s)", config.size, path, config)
     return model
 

@@ -161,9 +161,9 @@ def load_realesrgan(
     config = infer_rrdb_config(state)
     if scale is not None and scale != config.scale:
         raise ModelUnavailable(f"Real-ESRGAN checkpoint {path} is a ×{config.scale} network, expected ×{scale}")
-    with torch.device("meta"):  # no random initialisation: every tensor comes from the file
-        model = build_realesrgan(config)
-    load_strict(model, state, subject=f"Real-ESRGAN checkpoint {path} does not match {config}")
+    model = load_strict(
+        lambda: build_realesrgan(config), state, subject=f"Real-ESRGAN checkpoint {path} does not match {config}"
+    )
     logger.info("loaded Real-ESRGAN ×%d from %s (%s)", config.scale, path, config)
     return model
 

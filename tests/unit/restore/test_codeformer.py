@@ -16,8 +16,9 @@ from deployments.restore.codeformer import (
     build_codeformer,
     load_codeformer,
 )
+from tests.key_lists import KEY_LISTS, layout, read_key_list
 
-KEY_LIST = Path(__file__).resolve().parents[2] / "data" / "codeformer" / "codeformer_keys.txt"
+KEY_LIST = KEY_LISTS / "codeformer" / "codeformer_keys.txt"
 # Parameter count of the official CodeFormer as inference_codeformer.py builds it (it has no buffers).
 OFFICIAL_PARAMETERS = 94_112_707
 # Every part of the real architecture at 64 px: two code-grid attention blocks, one transformer layer, fusion at two
@@ -57,24 +58,10 @@ def faces() -> torch.Tensor:
     return torch.rand(3, 3, TINY.size_px, TINY.size_px, generator=generator) * 2 - 1
 
 
-def read_key_list() -> list[tuple[str, tuple[int, ...]]]:
-    entries = []
-    for line in KEY_LIST.read_text().splitlines():
-        if line.startswith("#"):
-            continue
-        key, shape = line.split("\t")
-        entries.append((key, tuple(int(dim) for dim in shape.split(","))))
-    return entries
-
-
-def layout(state: dict[str, torch.Tensor]) -> list[tuple[str, tuple[int, ...]]]:
-    return [(key, tuple(value.shape)) for key, value in state.items()]
-
-
 def test_official_layout_and_parameter_count() -> None:
     with torch.device("meta"):
         model = build_codeformer(CODEFORMER_512)
-    assert layout(model.state_dict()) == read_key_list()
+    assert layout(model.state_dict()) == read_key_list(KEY_LIST)
     assert sum(p.numel() for p in model.parameters()) == OFFICIAL_PARAMETERS
     assert not list(model.buffers())
 
