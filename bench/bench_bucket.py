@@ -36,8 +36,9 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from deployments.common.image import encode_image  # noqa: E402
 from serve_app.bucket.events import ObjectEvent  # noqa: E402
+from serve_app.bucket.outcomes import ObjectOutcome, Status  # noqa: E402
 from serve_app.bucket.routing import build_routing_table  # noqa: E402
-from serve_app.bucket.runner import BucketWorker, ObjectOutcome, Status, job_executor  # noqa: E402
+from serve_app.bucket.runner import BucketWorker, job_executor  # noqa: E402
 from serve_app.jobs import job_context  # noqa: E402
 from serve_app.local_backend import LocalBackend  # noqa: E402
 from serve_app.settings import Settings  # noqa: E402

@@ -22,8 +22,9 @@ from typing import Any, TextIO
 
 from deployments.common.errors import InputError, InvalidParameter, ServiceError
 from deployments.common.params import JobParams
+from serve_app.bucket.outcomes import ObjectOutcome, Status
 from serve_app.bucket.routing import BucketRoute, RoutingTable, resolve_route
-from serve_app.bucket.runner import BucketWorker, JobExecutor, ObjectOutcome, Status
+from serve_app.bucket.runner import BucketWorker, JobExecutor
 from serve_app.jobs import JobContext
 from serve_app.jobs.results import JobResult
 from storage.base import StoreSettings, parse_location

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from serve_app.bucket.outcomes import RetryPolicy
 from serve_app.bucket.routing import BucketRoute
-from serve_app.bucket.runner import RetryPolicy
 from serve_app.bucket.sqs import SqsConfig
 
 

@@ -31,8 +31,9 @@ from deployments.common.errors import InvalidParameter
 from serve_app.bucket.config import RunnerConfig
 from serve_app.bucket.events import ObjectEvent
 from serve_app.bucket.folders import buckets_root, require_input_folders
+from serve_app.bucket.outcomes import ObjectOutcome, Status, is_transient
 from serve_app.bucket.routing import build_routing_table
-from serve_app.bucket.runner import BucketWorker, ObjectOutcome, Status, is_transient, job_executor
+from serve_app.bucket.runner import BucketWorker, job_executor
 from serve_app.bucket.sqs import SqsConsumer
 from serve_app.handles import HandleBackend, Stages
 from serve_app.jobs import job_context

@@ -10,7 +10,8 @@ from pydantic import ConfigDict, Field
 
 from deployments.common.errors import InvalidParameter
 from serve_app.bucket.events import parse_notification
-from serve_app.bucket.runner import BucketWorker, Status
+from serve_app.bucket.outcomes import Status
+from serve_app.bucket.runner import BucketWorker
 from storage.base import StoreSettings
 
 logger = logging.getLogger(__name__)

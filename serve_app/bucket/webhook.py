@@ -14,9 +14,10 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 
 from deployments.common.errors import InputError, ServiceError
+from serve_app.app_state import settings_of
 from serve_app.bucket.events import ObjectEvent, created_events, parse_notification
 from serve_app.schemas import ErrorOut
-from serve_app.settings import Settings, get_settings
+from serve_app.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ def install_event_routes(api: FastAPI) -> None:
     )
     async def s3_events(request: Request) -> EventsOut:
         """Bucket notifications: a MinIO webhook body or S3 event records. Processing continues after the answer."""
-        _check_token(request, _settings(request))
+        _check_token(request, settings_of(request))
         body = await _read_body(request)
         events = created_events(parse_notification(body))
         sink: EventSink | None = getattr(request.app.state, "event_sink", None)
@@ -66,10 +67,6 @@ def install_event_routes(api: FastAPI) -> None:
     async def s3_events_probe() -> Response:
         """MinIO's liveness probe of a webhook target."""
         return Response(status_code=200)
-
-
-def _settings(request: Request) -> Settings:
-    return getattr(request.app.state, "settings", None) or get_settings()
 
 
 def _check_token(request: Request, settings: Settings) -> None:

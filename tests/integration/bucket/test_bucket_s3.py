@@ -16,8 +16,9 @@ import pytest
 
 from deployments.common.image import encode_image
 from serve_app.bucket.events import parse_notification
+from serve_app.bucket.outcomes import RetryPolicy, Status
 from serve_app.bucket.routing import build_routing_table
-from serve_app.bucket.runner import BucketWorker, RetryPolicy, Status, job_executor
+from serve_app.bucket.runner import BucketWorker, job_executor
 from serve_app.bucket.sqs import SqsConfig, SqsConsumer
 from storage.base import open_store
 from tests.unit.bucket.bucket_samples import minio_body

@@ -10,7 +10,8 @@ import pytest
 
 from deployments.common.errors import InputError, InvalidParameter, ServiceError
 from serve_app.backfill import ProgressBar, _remote_error, backfill, default_output
-from serve_app.bucket.runner import ObjectOutcome, Status, job_executor
+from serve_app.bucket.outcomes import ObjectOutcome, Status
+from serve_app.bucket.runner import job_executor
 from serve_app.cli import main
 from storage.local import LocalStore
 

@@ -9,8 +9,9 @@ import pytest
 
 from deployments.common.errors import InvalidParameter, ModelUnavailable, StorageError
 from serve_app.bucket.folders import buckets_root, is_relative_folder, require_input_folders
+from serve_app.bucket.outcomes import RetryPolicy, Status
 from serve_app.bucket.routing import BucketRoute, build_routing_table
-from serve_app.bucket.runner import BucketWorker, RetryPolicy, Status, job_executor
+from serve_app.bucket.runner import BucketWorker, job_executor
 from storage.local import LocalStore
 
 FAST_RETRY = RetryPolicy(max_attempts=2, initial_backoff_s=0.01, max_backoff_s=0.01)

@@ -10,8 +10,9 @@ import pytest
 
 from deployments.common.errors import InternalError, ModelUnavailable
 from serve_app.bucket.events import ObjectEvent
+from serve_app.bucket.outcomes import RetryPolicy, Status
 from serve_app.bucket.routing import build_routing_table
-from serve_app.bucket.runner import BucketWorker, RetryPolicy, Status, job_executor
+from serve_app.bucket.runner import BucketWorker, job_executor
 from serve_app.jobs import JobContext
 from storage.local import LocalStore
 
