@@ -244,10 +244,11 @@ class Sweep:
     rows: list[list] = field(default_factory=list)
 
     def measure(self, layout: str, batches: list[int], *, share_s: float, repeats: int | None = None) -> None:
-        """A precision's batches stop at an OOM (reported) or when the next one would pass the section's deadline."""
+        """A precision's batches stop at an OOM (reported) or when the next one would pass its deadline: each
+        precision gets an equal part of ``share_s`` (so a slow fp32 sweep leaves bf16 its time)."""
         run, repeats = self.run, repeats or self.run.repeats
-        deadline = run.clock.deadline(share_s)
         for precision in run.precisions:
+            deadline = run.clock.deadline(share_s / len(run.precisions))
             previous: tuple[int, float] | None = None
             for batch in batches:
                 projected_s = 0.0 if previous is None else previous[1] * batch / previous[0] * (2 + repeats)
