@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import itertools
 import json
 import math
 import statistics
@@ -44,6 +43,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from deployments.cartoon.dctnet import build_dctnet_from_constants, official_weight_shapes  # noqa: E402
 from deployments.common.image import decode_image, encode_image  # noqa: E402
+from deployments.common.torch_device import to_memory_format  # noqa: E402
 from deployments.faces.align import align_face, rescale_crop_matrix  # noqa: E402
 from deployments.faces.mtcnn import ONET_INPUT_PX, RNET_INPUT_PX, WEIGHT_FILES, Mtcnn, ONet, PNet, RNet  # noqa: E402
 from deployments.faces.paste import paste_back  # noqa: E402
@@ -190,13 +190,7 @@ class Run:
 
 
 def to_layout(model: nn.Module, layout: str) -> nn.Module:
-    """The 4-D weights (convolutions) to ``layout``, in place. Not ``Module.to(memory_format=channels_last)``: that
-    refuses the 5-D modulated-convolution weights of GPEN and GFPGAN ("required rank 4 tensor")."""
-    with torch.no_grad():
-        for tensor in itertools.chain(model.parameters(), model.buffers()):
-            if tensor.dim() == 4:
-                tensor.data = tensor.data.contiguous(memory_format=LAYOUTS[layout])
-    return model
+    return to_memory_format(model, LAYOUTS[layout])
 
 
 def set_tf32(enabled: bool) -> None:

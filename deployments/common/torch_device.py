@@ -14,6 +14,18 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def to_memory_format(
+    model: torch.nn.Module, memory_format: torch.memory_format = torch.channels_last
+) -> torch.nn.Module:
+    """The 4-D weights and buffers (convolutions) in ``memory_format``, in place. Not ``Module.to(memory_format=...)``:
+    that refuses the 5-D modulated-convolution weights of GPEN and GFPGAN ("required rank 4 tensor")."""
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            if tensor.dim() == 4:
+                tensor.data = tensor.data.contiguous(memory_format=memory_format)
+    return model
+
+
 @dataclass(frozen=True)
 class DeviceOptions:
     """``user_config`` of a torch deployment without other tunables."""

@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 from torch import nn
 
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter, ModelUnavailable
-from deployments.common.torch_device import pick_device
+from deployments.common.torch_device import pick_device, to_memory_format
 from deployments.common.weights import ModelStore
 from deployments.restore.classic import restore_face_classic
 from deployments.restore.codeformer import load_codeformer
@@ -83,7 +82,7 @@ class FaceRestorerEngine:
             return
         model = self._architecture.load(path).to(self.device)
         if options.channels_last and self.device.type == "cuda":
-            model = model.to(memory_format=torch.channels_last)
+            model = to_memory_format(model)
         self._model = model
         self.info = EngineInfo.from_weights(store.status(model_name))
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
 from skimage.metrics import peak_signal_noise_ratio
 
 from deployments.common.errors import InvalidParameter
+from deployments.common.torch_device import to_memory_format
 from deployments.restore.classic import restore_face_classic
 from deployments.restore.engine import faces_to_tensor, restore_batch, tensor_to_faces
 from deployments.restore.gpen import GpenConfig
@@ -106,3 +109,17 @@ def test_classic_reduces_noise(astronaut_rgb: np.ndarray) -> None:
 def test_classic_rejects_off_contract_input() -> None:
     with pytest.raises(InvalidParameter):
         restore_face_classic(np.zeros((8, 8), np.uint8))
+
+
+def test_channels_last_keeps_the_5d_modulated_weights_and_the_output(
+    tiny_model: torch.nn.Module, astronaut_rgb: np.ndarray
+) -> None:
+    """`Module.to(memory_format=channels_last)` refuses GPEN's 5-D weights; `to_memory_format` converts the 4-D."""
+    crops = [astronaut_rgb[:64, :64]]
+    plain = restore_batch(tiny_model, crops, size_px=TINY.size)
+    converted = to_memory_format(copy.deepcopy(tiny_model))
+    assert any(p.dim() == 5 for p in converted.parameters())
+    four_d = [p for p in converted.parameters() if p.dim() == 4]
+    assert four_d and all(p.is_contiguous(memory_format=torch.channels_last) for p in four_d)
+    (out,) = restore_batch(converted, crops, size_px=TINY.size, channels_last=True)
+    assert np.abs(out.astype(int) - plain[0].astype(int)).max() <= 1
