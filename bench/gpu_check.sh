@@ -2,6 +2,7 @@
 # The device check, in one call: `run` with command `bash bench/gpu_check.sh`, timeout_s 540, and carry ["models"]
 # (optional: the released MODNet, for a bf16 check on real weights; every model is timed on random weights anyway).
 # About 7 minutes on an H200 (gpu_check.py keeps to --budget-s 440 and cuts the last sections first).
+# bench/gpu_check.py is the entry; its parts (timing, report, one module per model family) are in bench/gpu/.
 # Uses the GPU image's python3 (torch, numpy, opencv, pillow, scikit-image); results land in $OUT:
 # gpu_report.json (rewritten after every table), gpu_check.log, nvidia-smi.csv.
 set -euo pipefail
