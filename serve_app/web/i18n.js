@@ -1,4 +1,4 @@
-// Every string the page shows, one table per language; "{name}" marks a value filled in by app.js.
+// Every string the page shows, one table per language; "{name}" marks a value filled in by t() (language.js).
 // The object is strict JSON (quoted keys, no comments, no trailing commas): tests/unit/serve_app/test_webpage.py reads
 // it to check that both languages have the same keys and placeholders, and every key the page uses.
 "use strict";

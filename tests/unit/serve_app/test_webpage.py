@@ -23,7 +23,9 @@ from serve_app.settings import Settings
 from serve_app.webpage import WEB_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-WEB_FILES = ("index.html", "i18n.js", "app.js", "style.css")
+# The page's scripts: classic scripts sharing one global scope, i18n.js (string tables) first, app.js (start-up) last.
+SCRIPTS = tuple(sorted(path.name for path in WEB_DIR.glob("*.js")))
+WEB_FILES = ("index.html", "style.css", *SCRIPTS)
 # Options whose values come from the service at run time (/v1/idphoto/specs, /v1/cartoon/styles), not the page.
 LOADED_OPTIONS = {("idphoto", "spec"), ("cartoon", "style")}
 # A custom ID-photo size: the spec select's "custom" choice with width, height and a unit (px or mm).
@@ -41,7 +43,7 @@ class Control:
     options: list[tuple[str, bool]] = field(default_factory=list)  # a select's (value, selected)
 
     def default(self) -> str | None:
-        """What a fresh page sends (None: nothing), as ``jobFields`` in app.js reads it."""
+        """What a fresh page sends (None: nothing), as ``jobFields`` in options.js reads it."""
         if self.hidden or "disabled" in self.attrs:
             return None
         if self.attrs.get("type") == "checkbox":
@@ -104,21 +106,36 @@ def tables() -> dict[str, dict[str, str]]:
     return json.loads(text.split("const I18N = ", 1)[1].rsplit(";", 1)[0])
 
 
-def _app_js() -> str:
-    return (WEB_DIR / "app.js").read_text(encoding="utf-8")
+def _loaded_scripts() -> list[str]:
+    """The scripts ``index.html`` loads, in its order."""
+    return re.findall(r'<script src="/static/([^"]+)"', (WEB_DIR / "index.html").read_text(encoding="utf-8"))
+
+
+def _page_code() -> str:
+    """Every script of the page but the string tables (whose own keys would name themselves)."""
+    return "\n".join((WEB_DIR / name).read_text(encoding="utf-8") for name in _loaded_scripts() if name != "i18n.js")
 
 
 def test_the_page_and_its_assets_are_served(client):
     page = client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assets = re.findall(r'(?:src|href)="(/static/[^"]+)"', page.text)
-    assert {"/static/i18n.js", "/static/app.js", "/static/style.css"} <= set(assets)
+    assert {f"/static/{name}" for name in (*SCRIPTS, "style.css")} <= set(assets)
     for asset in assets:
         answer = client.get(asset)
         assert answer.status_code == 200, asset
-    assert "javascript" in client.get("/static/app.js").headers["content-type"]
-    assert "javascript" in client.get("/static/i18n.js").headers["content-type"]
+        if asset.endswith(".js"):
+            assert "javascript" in answer.headers["content-type"], asset
     assert client.get("/static/style.css").headers["content-type"].startswith("text/css")
+
+
+def test_the_page_loads_every_script_once_tables_first_start_up_last():
+    loaded = _loaded_scripts()
+    assert sorted(loaded) == list(SCRIPTS) and len(SCRIPTS) > 2
+    assert (loaded[0], loaded[-1]) == ("i18n.js", "app.js")
+    for name in loaded:
+        text = (WEB_DIR / name).read_text(encoding="utf-8")
+        assert '"use strict";' in text and "import " not in text and "export " not in text, name
 
 
 def test_static_files_stay_inside_the_web_folder(client):
@@ -160,17 +177,17 @@ def test_chinese_and_english_have_the_same_keys_and_placeholders(tables):
 def test_every_key_the_page_uses_is_in_both_tables(tables, page):
     known = tables["en"]
     namespaces = {key.split(".")[0] for key in known}
-    literals = set(re.findall(r'"([a-z_]+\.[a-z0-9_.-]+)"', _app_js()))
+    literals = set(re.findall(r'"([a-z_]+\.[a-z0-9_.-]+)"', _page_code()))
     used_in_script = {key for key in literals if key.split(".")[0] in namespaces}
-    assert used_in_script, "app.js names no key"
+    assert used_in_script, "the scripts name no key"
     assert not (page.keys | used_in_script) - set(known)
-    # Keys app.js builds from names: jobs, colours, restoration models.
+    # Keys the scripts build from names: jobs, colours, restoration models.
     assert {f"job.{task}" for task in JOBS} <= set(known)
     assert {f"colour.{name}" for name in [*NAMED_COLOURS, TRANSPARENT]} <= set(known)
 
 
 def test_the_named_colours_are_the_services():
-    match = re.search(r"const NAMED_COLOURS = (\{.*?\});", _app_js(), re.DOTALL)
+    match = re.search(r"const NAMED_COLOURS = (\{.*?\});", _page_code(), re.DOTALL)
     assert json.loads(match.group(1)) == NAMED_COLOURS
 
 

@@ -1,0 +1,89 @@
+// portrait-serve web page: what every script shares: the routes, the page's state, reading the service's answers
+// and their errors, small DOM helpers. Classic scripts loaded in order by index.html; app.js (last) starts the page.
+"use strict";
+
+const ROUTES = { restore: "/v1/restore", idphoto: "/v1/idphoto", cartoon: "/v1/cartoon" };
+
+const state = {
+  language: "en",
+  items: [],
+  running: false,
+  engines: new Map(), // one entry per job, engine and weights that ran: {job, meta}
+  specs: new Map(),
+  specsError: null,
+  styles: [],
+  stylesError: null,
+  health: null, // {body} from /healthz (whatever its status code), or {error}
+  instruction: null, // the last answer of the instruction box: {ok, task, filled, notes, engine} or {ok: false, error}
+  instructionBusy: false,
+  formStatus: null, // {key, job, vars}
+  ready: Promise.resolve(), // the ID-photo standards and cartoon styles, loaded (or failed)
+};
+
+const byId = (id) => document.getElementById(id);
+
+// ---------------------------------------------------------------- answers from the service
+
+/** An answer of the service, never a rejection: {ok: true, status, body} or {ok: false, status, code, message, body}
+ * (``message``: the API's own, null when it sent none; ``body``: the JSON it sent, if any). */
+function parseAnswer(status, text) {
+  let body = null;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = null; // not JSON: a proxy's page, or a cut connection; the status code says the rest
+  }
+  if (status >= 200 && status < 300) {
+    if (body === null) return { ok: false, status, code: "bad_response", message: null, body };
+    return { ok: true, status, body };
+  }
+  const error = body && body.error && typeof body.error.message === "string" ? body.error : null;
+  return { ok: false, status, code: error ? error.code : "http_error", message: error ? error.message : null, body };
+}
+
+const NETWORK_ERROR = { ok: false, status: 0, code: "network_error", message: null, body: null };
+
+async function request(url, options = {}) {
+  let answer;
+  try {
+    answer = await fetch(url, { ...options, headers: { Accept: "application/json", ...options.headers } });
+  } catch {
+    return NETWORK_ERROR;
+  }
+  return parseAnswer(answer.status, await answer.text());
+}
+
+/** What went wrong, in the current language (the API's message, in English, is shown beside it). */
+function errorSummary(error) {
+  return tOr(`error.${error.code}`, t("error.http", { status: error.status || "—" }));
+}
+
+function errorParts(error, summary = errorSummary(error)) {
+  const parts = [document.createTextNode(summary)];
+  if (error.message) parts.push(span("error-detail", error.message));
+  parts.push(span("error-code", t("error.code_line", { status: error.status || "—", code: error.code })));
+  return parts;
+}
+
+function span(className, text) {
+  const element = document.createElement("span");
+  element.className = className;
+  element.textContent = text;
+  return element;
+}
+
+// ---------------------------------------------------------------- small helpers
+
+/** ``items`` in insertion order, grouped by ``keyOf``: a Map from key to the items with it. */
+function groupBy(items, keyOf) {
+  const groups = new Map();
+  items.forEach((item) => groups.set(keyOf(item), [...(groups.get(keyOf(item)) || []), item]));
+  return groups;
+}
+
+function paragraph(parts, className = "") {
+  const element = document.createElement("p");
+  element.className = className;
+  element.append(...parts);
+  return element;
+}

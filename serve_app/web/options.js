@@ -1,0 +1,231 @@
+// The options of each job: one control per option of the job's params model (index.html), the ID-photo standards
+// and cartoon styles loaded from the service, the fields a run sends, and filling the form from an instruction.
+"use strict";
+
+// The named backgrounds of deployments/idphoto/params.py (NAMED_COLOURS): an instruction answers with the hex value,
+// the form shows the name. Strict JSON, kept in step by tests/unit/serve_app/test_webpage.py.
+const NAMED_COLOURS = {
+  "white": "#ffffff", "blue": "#628bce", "red": "#d74532", "black": "#000000", "dark-blue": "#4b6190",
+  "light-gray": "#f2f0f0"
+};
+
+async function loadSpecs() {
+  const answer = await request("/v1/idphoto/specs");
+  const select = byId("idphoto-spec");
+  if (!answer.ok) {
+    state.specsError = answer;
+  } else {
+    const { specs } = answer.body;
+    state.specs = new Map(specs.map((spec) => [spec.slug, spec]));
+    const chosen = state.specs.has("cn-1inch") ? "cn-1inch" : specs[0].slug;
+    // defaultSelected: what an instruction's fill starts from (the service's own default standard).
+    select.replaceChildren(
+      ...specs.map((spec) => new Option("", spec.slug, spec.slug === chosen, spec.slug === chosen)),
+      new Option("", "custom"),
+    );
+  }
+  renderSpecs();
+  syncOptions();
+}
+
+async function loadStyles() {
+  const answer = await request("/v1/cartoon/styles");
+  const select = byId("cartoon-style");
+  if (!answer.ok) {
+    state.stylesError = answer;
+  } else {
+    state.styles = answer.body.styles;
+    select.replaceChildren(...state.styles.map((style, index) => new Option("", style.name, index === 0, index === 0)));
+  }
+  renderStyles();
+}
+
+// ---------------------------------------------------------------- the options of each job
+
+function renderRestoreModels() {
+  const unusable = new Set(unusableModels().map((model) => model.name));
+  for (const option of byId("restore-model").options) {
+    const label = t(option.dataset.i18n);
+    option.textContent = unusable.has(option.value) ? t("restore.model.unusable", { label }) : label;
+  }
+}
+
+function renderSpecs() {
+  const select = byId("idphoto-spec");
+  if (state.specsError) {
+    select.replaceChildren(new Option(t("idphoto.spec.unavailable"), ""));
+    byId("idphoto-spec-info").replaceChildren(...errorParts(state.specsError));
+    return;
+  }
+  for (const option of select.options) {
+    const spec = state.specs.get(option.value);
+    if (spec) {
+      option.textContent = t("idphoto.spec.option", { name: localName(spec.name, spec.name_en), slug: spec.slug });
+    } else if (option.value === "custom") {
+      option.textContent = t("idphoto.spec.custom");
+    }
+  }
+}
+
+function describeSpec() {
+  const spec = state.specs.get(byId("idphoto-spec").value);
+  if (state.specsError) return;
+  byId("idphoto-spec-info").textContent = spec
+    ? t("idphoto.spec.info", { ...spec, background: tOr(`colour.${spec.background}`, spec.background) })
+    : "";
+}
+
+function styleName(name) {
+  return tOr(`cartoon.style.${name}`, name);
+}
+
+function renderStyles() {
+  const select = byId("cartoon-style");
+  const info = byId("cartoon-style-info");
+  if (state.stylesError) {
+    select.replaceChildren(new Option(t("cartoon.style.unavailable"), ""));
+    info.textContent = t("cartoon.style.failed", { message: errorSummary(state.stylesError) });
+    return;
+  }
+  state.styles.forEach((style, index) => {
+    const known = style.engine && style.engine !== "unknown";
+    select.options[index].textContent = known
+      ? t("cartoon.style.option", { name: styleName(style.name), engine: style.engine })
+      : styleName(style.name);
+  });
+}
+
+function wireOptions() {
+  document.querySelectorAll('input[name="job"]').forEach((radio) => radio.addEventListener("change", showJobOptions));
+  const form = byId("job-form");
+  const changed = (event) => {
+    event.target.classList.remove("filled");
+    syncOptions();
+  };
+  form.addEventListener("input", changed);
+  form.addEventListener("change", changed);
+  byId("idphoto-background").addEventListener("change", () => {
+    if (byId("idphoto-background").value === "transparent") byId("idphoto-format").value = "png";
+    syncOptions();
+  });
+}
+
+/** Show, enable and label the controls that depend on others (CodeFormer's fidelity, the custom size...). */
+function syncOptions() {
+  byId("restore-fidelity-field").hidden = byId("restore-model").value !== "codeformer";
+  byId("restore-fidelity-value").textContent = Number(byId("restore-fidelity").value).toFixed(2);
+  byId("restore-blend-value").textContent = Number(byId("restore-blend").value).toFixed(2);
+  const background = byId("idphoto-background").value;
+  byId("idphoto-colour").disabled = background !== "custom";
+  byId("idphoto-background-hint").hidden = background !== "transparent";
+  byId("idphoto-cut-lines").disabled = byId("idphoto-layout").value === "none";
+  const jpeg = byId("idphoto-format").value === "jpeg";
+  byId("idphoto-min-kb").disabled = !jpeg;
+  byId("idphoto-max-kb").disabled = !jpeg;
+  byId("idphoto-custom-size").hidden = byId("idphoto-spec").value !== "custom";
+  describeSpec();
+}
+
+function selectedJob() {
+  return document.querySelector('input[name="job"]:checked').value;
+}
+
+function showJobOptions() {
+  const job = selectedJob();
+  document.querySelectorAll("fieldset.options").forEach((fieldset) => {
+    fieldset.hidden = fieldset.dataset.job !== job;
+  });
+}
+
+/** Controls that send more than their own value: the custom size (spec "custom"), a custom background colour. */
+const COMPOUND_FIELDS = {
+  "idphoto-spec": (control) => {
+    if (control.value !== "custom") return [["spec", control.value]];
+    const unit = byId("idphoto-size-unit").value;
+    return [[`width_${unit}`, byId("idphoto-width").value], [`height_${unit}`, byId("idphoto-height").value]];
+  },
+  "idphoto-background": (control) => [
+    ["background", control.value === "custom" ? byId("idphoto-colour").value : control.value],
+  ],
+};
+
+/** The form fields the job's route takes, as [name, value] pairs: every shown, enabled ``data-param`` control. */
+function jobFields(job) {
+  const fieldset = byId(`options-${job}`);
+  const fields = [["return", "json"]];
+  for (const control of fieldset.querySelectorAll("[data-param]")) {
+    if (control.disabled || hiddenInside(control, fieldset)) continue;
+    const compound = COMPOUND_FIELDS[control.id];
+    if (compound) fields.push(...compound(control));
+    else fields.push([control.dataset.param, control.type === "checkbox" ? String(control.checked) : control.value]);
+  }
+  return fields.filter(([, value]) => value !== "");
+}
+
+function hiddenInside(element, container) {
+  for (let node = element; node && node !== container; node = node.parentElement) {
+    if (node.hidden) return true;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------- filling the form (from an instruction)
+
+/** Choose ``job`` and set its options to the defaults plus ``params``; the ids of the controls set. */
+function fillJob(job, params) {
+  document.querySelector(`input[name="job"][value="${job}"]`).checked = true;
+  showJobOptions();
+  const fieldset = byId(`options-${job}`);
+  resetControls(fieldset);
+  const filled = Object.entries(params).flatMap(([name, value]) => fillParam(fieldset, name, value));
+  filled.forEach((control) => {
+    control.classList.add("filled");
+    const more = control.closest("details");
+    if (more) more.open = true;
+  });
+  syncOptions();
+  return [...new Set(filled.map((control) => control.id))];
+}
+
+function resetControls(fieldset) {
+  for (const control of fieldset.querySelectorAll("input, select")) {
+    control.classList.remove("filled");
+    if (control.type === "checkbox") {
+      control.checked = control.defaultChecked;
+    } else if (control.tagName === "SELECT") {
+      const chosen = [...control.options].find((option) => option.defaultSelected) || control.options[0];
+      control.value = chosen ? chosen.value : "";
+    } else {
+      control.value = control.defaultValue;
+    }
+  }
+}
+
+/** Set the control(s) of one option; the controls set. */
+function fillParam(fieldset, name, value) {
+  const size = /^(width|height)_(px|mm)$/.exec(name);
+  if (size) {
+    byId("idphoto-spec").value = "custom";
+    byId("idphoto-size-unit").value = size[2];
+    byId(`idphoto-${size[1]}`).value = String(value);
+    return [byId("idphoto-spec"), byId("idphoto-size-unit"), byId(`idphoto-${size[1]}`)];
+  }
+  const control = fieldset.querySelector(`[data-param="${name}"]`);
+  if (!control) throw new Error(`the form has no control for option ${name} of ${fieldset.dataset.job}`);
+  if (control.id === "idphoto-background") return fillBackground(control, value);
+  if (control.type === "checkbox") control.checked = Boolean(value);
+  else control.value = String(value);
+  return [control];
+}
+
+/** An instruction answers a background as ``#rrggbb`` or ``transparent``: show the colour's name when it has one. */
+function fillBackground(select, value) {
+  const named = Object.keys(NAMED_COLOURS).find((name) => NAMED_COLOURS[name] === value);
+  if (value === "transparent" || named) {
+    select.value = named || value;
+    return [select];
+  }
+  select.value = "custom";
+  byId("idphoto-colour").value = value;
+  return [select, byId("idphoto-colour")];
+}

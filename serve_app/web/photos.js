@@ -1,0 +1,172 @@
+// The photos: choosing them, one card per photo, running the chosen job on each (upload progress, errors).
+"use strict";
+
+// ---------------------------------------------------------------- choosing files
+
+function wireFilePicking() {
+  const input = byId("file-input");
+  const zone = byId("drop-zone");
+  input.addEventListener("change", () => {
+    addFiles(input.files);
+    input.value = "";
+  });
+  zone.addEventListener("dragover", (event) => {
+    event.preventDefault();
+    zone.classList.add("drag-over");
+  });
+  zone.addEventListener("dragleave", () => zone.classList.remove("drag-over"));
+  zone.addEventListener("drop", (event) => {
+    event.preventDefault();
+    zone.classList.remove("drag-over");
+    addFiles(event.dataTransfer.files);
+  });
+  // A photo dropped beside the zone must not replace the page.
+  window.addEventListener("dragover", (event) => event.preventDefault());
+  window.addEventListener("drop", (event) => event.preventDefault());
+}
+
+// ---------------------------------------------------------------- one card per photo
+
+function addFiles(files) {
+  for (const file of files) {
+    const item = { file, originalUrl: URL.createObjectURL(file), urls: [], outcome: null, view: { key: "card.ready" } };
+    item.card = createCard(item);
+    state.items.push(item);
+    byId("results").append(item.card);
+    renderCard(item);
+  }
+  updateControls();
+}
+
+function createCard(item) {
+  const card = byId("card-template").content.firstElementChild.cloneNode(true);
+  translateStatic(card);
+  card.querySelector(".card-title").textContent = item.file.name;
+  card.querySelector(".remove-button").addEventListener("click", () => removeItem(item));
+  wireComparison(card.querySelector(".compare"));
+  return card;
+}
+
+/** The card's texts in the current language: its state, its error or its result. */
+function renderCard(item) {
+  const card = item.card;
+  card.querySelector(".remove-button").setAttribute("aria-label", t("card.remove.label", { name: item.file.name }));
+  card.querySelector(".card-state-text").textContent = t(item.view.key, item.view.vars);
+  if (item.outcome && !item.outcome.ok) {
+    card.querySelector(".card-error").replaceChildren(...errorParts(item.outcome.answer));
+  } else if (item.outcome) {
+    renderResult(item);
+  }
+}
+
+function removeItem(item) {
+  state.items = state.items.filter((other) => other !== item);
+  URL.revokeObjectURL(item.originalUrl);
+  revokeResultUrls(item);
+  item.card.remove();
+  updateControls();
+}
+
+function revokeResultUrls(item) {
+  item.urls.forEach((url) => URL.revokeObjectURL(url));
+  item.urls = [];
+}
+
+function updateControls() {
+  const hasItems = state.items.length > 0;
+  byId("run-button").disabled = state.running || !hasItems;
+  byId("clear-button").disabled = state.running || !hasItems;
+  byId("zip-button").disabled = state.running || !state.items.some((item) => item.outcome);
+  byId("results-empty").hidden = hasItems;
+  document.querySelectorAll(".remove-button").forEach((button) => {
+    button.disabled = state.running;
+  });
+}
+
+function setCardState(item, key, vars, progress) {
+  item.view = { key, vars };
+  item.card.querySelector(".card-state-text").textContent = t(key, vars);
+  const bar = item.card.querySelector(".card-progress");
+  bar.hidden = progress === undefined;
+  if (progress === null) bar.removeAttribute("value");
+  else if (progress !== undefined) bar.value = progress;
+}
+
+function renderFormStatus() {
+  const status = state.formStatus;
+  byId("form-status").textContent = status ? t(status.key, { ...status.vars, job: t(`job.${status.job}`) }) : "";
+}
+
+function setFormStatus(key, job, vars) {
+  state.formStatus = { key, job, vars };
+  renderFormStatus();
+}
+
+// ---------------------------------------------------------------- running jobs
+
+async function runAll() {
+  const job = selectedJob();
+  const fields = jobFields(job);
+  state.running = true;
+  updateControls();
+  const items = [...state.items];
+  let failed = 0;
+  for (const [index, item] of items.entries()) {
+    setFormStatus("status.progress", job, { index: index + 1, count: items.length });
+    if (!(await runItem(item, job, fields))) failed += 1;
+  }
+  state.running = false;
+  updateControls();
+  setFormStatus("status.finished", job, { done: items.length - failed, failed });
+}
+
+/** Send one photo, show its progress, then its result or the API's error. True when it worked. */
+async function runItem(item, job, fields) {
+  item.card.classList.remove("failed", "done");
+  item.card.querySelector(".card-error").hidden = true;
+  item.card.querySelector(".card-result").hidden = true;
+  setCardState(item, "card.uploading", { percent: 0 }, 0);
+  const started = performance.now();
+  const answer = await sendJob(item.file, job, fields, {
+    uploading: (percent) => setCardState(item, "card.uploading", { percent }, percent),
+    processing: () => setCardState(item, "card.processing", {}, null),
+  });
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  if (answer.ok) {
+    showResult(item, job, answer.body);
+    setCardState(item, "card.done", { seconds });
+    return true;
+  }
+  showError(item, job, answer);
+  setCardState(item, "card.failed", {});
+  return false;
+}
+
+/** POST the photo as multipart with XMLHttpRequest (for upload progress); never rejects. */
+function sendJob(file, job, fields, on) {
+  const form = new FormData();
+  form.append("image", file, file.name);
+  fields.forEach(([name, value]) => form.append(name, value));
+  return new Promise((resolve) => {
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", ROUTES[job]);
+    xhr.setRequestHeader("Accept", "application/json");
+    xhr.upload.addEventListener("progress", (event) => {
+      if (event.lengthComputable) on.uploading(Math.round((100 * event.loaded) / event.total));
+    });
+    xhr.upload.addEventListener("load", on.processing);
+    xhr.addEventListener("load", () => resolve(parseAnswer(xhr.status, xhr.responseText)));
+    xhr.addEventListener("error", () => resolve(NETWORK_ERROR));
+    xhr.send(form);
+  });
+}
+
+function showError(item, job, answer) {
+  revokeResultUrls(item);
+  const error = { code: answer.code, message: answer.message };
+  item.outcome = { job, ok: false, answer, status: answer.status, error };
+  item.card.classList.add("failed");
+  const box = item.card.querySelector(".card-error");
+  box.replaceChildren(...errorParts(answer));
+  box.hidden = false;
+}
