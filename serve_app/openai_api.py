@@ -105,7 +105,7 @@ def openai_model_list(manifest: Mapping[str, ModelSpec], context: JobContext) ->
 
 
 def _hint(request: Request, model: str, context: JobContext) -> JobHint | None:
-    hints = model_hints(settings_of(request).open_model_store().manifest, context)
+    hints = model_hints(context.manifest, context)
     if model not in hints:
         raise ModelNotFound(
             f"the model {model!r} does not exist here; GET /v1/models lists them "

@@ -144,8 +144,9 @@ def create_api() -> FastAPI:
         OpenAI model list (``data``: the ids a client may send as ``model``)."""
         deployments = await _backend(request).health()
         seen = {model["name"]: model for report in deployments.values() for model in report.get("models", [])}
-        manifest = _settings(request).open_model_store().manifest
-        return openai_model_list(manifest, job_context(_settings(request))) | {
+        context = job_context(_settings(request))
+        manifest = context.manifest
+        return openai_model_list(manifest, context) | {
             "models": [
                 {
                     "name": spec.name,
@@ -167,8 +168,8 @@ def create_api() -> FastAPI:
         """Every face: box, score, 5 landmarks and roll, in original-image pixels after EXIF orientation."""
         settings = _settings(request)
         upload = await read_upload(request, max_bytes=settings.max_image_bytes)
-        engine = settings.open_model_store().manifest["face-detect-short"].engine
-        faces = find_faces(_backend(request), upload.data, job_context(settings), engine)
+        context = job_context(settings)
+        faces = find_faces(_backend(request), upload.data, context, context.manifest["face-detect-short"].engine)
         return await _within_timeout(faces, settings)
 
     @api.post(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from deployments.cartoon.styles import cartoon_styles
 from deployments.common.image import DecodedImage, decode_image
-from deployments.common.weights import load_manifest
+from deployments.common.weights import ModelSpec, load_manifest
 from deployments.idphoto.specs import IdSpec, load_specs
 from serve_app.settings import Settings
 
@@ -25,9 +25,11 @@ class Limits:
 
 @dataclass(frozen=True)
 class JobContext:
-    """Input limits, the ID-photo standards and the cartoon styles: the same for every job of a process."""
+    """Input limits, the model manifest, the ID-photo standards and the cartoon styles: the same for every job of a
+    process (read from their files once)."""
 
     limits: Limits
+    manifest: Mapping[str, ModelSpec]
     id_specs: Mapping[str, IdSpec]
     cartoon_styles: tuple[str, ...]
 
@@ -35,6 +37,7 @@ class JobContext:
 def job_context(settings: Settings) -> JobContext:
     return JobContext(
         limits=Limits(max_bytes=settings.max_image_bytes, max_pixels=settings.max_image_pixels),
+        manifest=_manifest(Path(settings.models_manifest)),
         id_specs=_id_specs(Path(settings.id_specs)),
         cartoon_styles=_cartoon_styles(Path(settings.models_manifest)),
     )
@@ -46,8 +49,13 @@ def _id_specs(path: Path) -> dict[str, IdSpec]:
 
 
 @lru_cache(maxsize=4)
+def _manifest(path: Path) -> dict[str, ModelSpec]:
+    return load_manifest(path)
+
+
+@lru_cache(maxsize=4)
 def _cartoon_styles(manifest_path: Path) -> tuple[str, ...]:
-    return tuple(cartoon_styles(load_manifest(manifest_path)))
+    return tuple(cartoon_styles(_manifest(manifest_path)))
 
 
 class Timings:
