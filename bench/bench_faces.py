@@ -24,7 +24,7 @@ import torch
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalyzerEngine  # noqa: E402
+from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalysisPredictor  # noqa: E402
 
 logger = logging.getLogger("bench_faces")
 
@@ -49,7 +49,7 @@ def four_face_1080p(portrait: np.ndarray) -> np.ndarray:
     return photo
 
 
-def measure(engine: FaceAnalyzerEngine, image: np.ndarray, seconds: float) -> tuple[int, float, int]:
+def measure(engine: FaceAnalysisPredictor, image: np.ndarray, seconds: float) -> tuple[int, float, int]:
     faces = len(engine.analyze(image))  # warm-up: interpreters are built on first use
     runs, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds or runs < 3:
@@ -69,7 +69,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     mtcnn_dir = args.models_dir.parent / "mtcnn"
     config = FaceAnalysisConfig(num_threads=args.threads)
-    engine = FaceAnalyzerEngine(args.models_dir, config, mtcnn_dir=mtcnn_dir if mtcnn_dir.is_dir() else None)
+    engine = FaceAnalysisPredictor(args.models_dir, config, mtcnn_dir=mtcnn_dir if mtcnn_dir.is_dir() else None)
     portrait = astronaut()
     cases = [("astronaut 512x512", portrait), ("4 faces 1920x1080", four_face_1080p(portrait))]
     rows = ["| case | faces | ms/image | images/s | faces/s |", "|---|---|---|---|---|"]

@@ -30,7 +30,7 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalyzerEngine  # noqa: E402
+from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalysisPredictor  # noqa: E402
 from tests.unit.faces.group_photos import (  # noqa: E402
     GRAIN_SIGMA,
     HARSH_GRAIN_SIGMA,
@@ -66,7 +66,7 @@ def main() -> None:
     torch.set_num_threads(1)
     config = FaceAnalysisConfig(num_threads=1, **parse_settings(args.settings))
     mtcnn_dir = None if args.no_mtcnn else args.models_root / "mtcnn"
-    engine = FaceAnalyzerEngine(args.models_root / "mediapipe", config, mtcnn_dir=mtcnn_dir)
+    engine = FaceAnalysisPredictor(args.models_root / "mediapipe", config, mtcnn_dir=mtcnn_dir)
     sources = face_sources(REPO_ROOT.parent / "shared" / "eval")
     grain = HARSH_GRAIN_SIGMA if args.harsh else GRAIN_SIGMA
     rows = ["| photo | size | faces | found | recall | false pos. | s/photo |", "|---|---|---|---|---|---|---|"]

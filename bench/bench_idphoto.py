@@ -29,10 +29,10 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from deployments.common.image import decode_image, encode_image  # noqa: E402
 from deployments.common.weights import ModelStore, load_manifest  # noqa: E402
-from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalyzerEngine  # noqa: E402
-from deployments.idphoto.matter import PortraitMatter  # noqa: E402
+from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalysisPredictor  # noqa: E402
 from deployments.idphoto.params import parse_params  # noqa: E402
 from deployments.idphoto.pipeline import make_id_photo, source_min_side_px  # noqa: E402
+from deployments.idphoto.predictor import MattingPredictor  # noqa: E402
 
 DEFAULT_IMAGE = REPO_ROOT.parent / "shared" / "eval" / "idphoto" / "hivision_test0.jpg"
 SIZE_12MP_WH = (3000, 4000)
@@ -71,8 +71,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     data, name = portrait_jpeg(args.image)
     store = ModelStore(args.models, load_manifest(REPO_ROOT / "configs" / "models.yaml"))
-    analyzer = FaceAnalyzerEngine(args.models / "mediapipe", FaceAnalysisConfig(num_threads=args.threads))
-    matter = PortraitMatter.from_store(store, num_threads=args.threads)
+    analyzer = FaceAnalysisPredictor(args.models / "mediapipe", FaceAnalysisConfig(num_threads=args.threads))
+    matter = MattingPredictor.from_store(store, num_threads=args.threads)
     results = {}
     for mode in args.modes.split(","):
         params = parse_params({"spec": args.spec, "matting": mode})

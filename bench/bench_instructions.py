@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' phrasing table
 
-from serve_app.instructions import rule_engine  # noqa: E402
+from serve_app.instructions import rule_interpreter  # noqa: E402
 from serve_app.jobs import job_context  # noqa: E402
 from serve_app.settings import Settings  # noqa: E402
 from tests.unit.instructions.test_rules import PROMPTS  # noqa: E402
@@ -28,7 +28,7 @@ def main() -> None:
     args = parser.parse_args()
     context = job_context(Settings())
     started = time.perf_counter()
-    engine = rule_engine(context)
+    engine = rule_interpreter(context)
     build_ms = (time.perf_counter() - started) * 1000
     times_ms = []
     for _ in range(args.rounds):

@@ -146,9 +146,9 @@ def _process(settings: Settings, args: argparse.Namespace) -> int:
 
 def _read_prompt(prompt: str, params: dict, context) -> tuple[str, dict]:
     """The job a ``--prompt`` asks for (the rule engine), ``--params`` over its options; says what it understood."""
-    from serve_app.instructions import rule_engine
+    from serve_app.instructions import rule_interpreter
 
-    instruction = rule_engine(context).interpret_now(prompt)
+    instruction = rule_interpreter(context).interpret_now(prompt)
     fields = {**instruction.fields(), **params}
     print(
         f"{instruction.task} {json.dumps(fields, ensure_ascii=False)}: {'; '.join(instruction.notes)}", file=sys.stderr

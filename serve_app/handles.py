@@ -6,9 +6,8 @@ share forward passes. Imports no torch: records from the model replicas are torc
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +28,7 @@ from deployments.faces.types import Face
 from deployments.idphoto.matte import MATTING_MODES, LowResMatte, MatteRequest, Matting
 from deployments.restore.types import BackgroundEngine, FaceToRestore, RestoredFace, TileToUpscale, UpscaledTile
 from serve_app.backend import matte_engine_info, restore_template
+from serve_app.health import HealthAggregator, ReplicaCount, ReplicaCounts, replica_counts_of
 
 logger = logging.getLogger(__name__)
 
@@ -58,46 +58,6 @@ class Stages:
         }
 
 
-@dataclass(frozen=True)
-class ReplicaCount:
-    """Serve's view of one deployment: replicas running and wanted, the fewest it may scale to, its status."""
-
-    running: int
-    target: int
-    min_replicas: int
-    serve_status: str
-    message: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"running": self.running, "target": self.target, "serve_status": self.serve_status}
-
-
-ReplicaCounts = Callable[[], Awaitable[Mapping[str, ReplicaCount]]]
-
-
-def replica_counts_of(details: Mapping[str, Any], app: str) -> dict[str, ReplicaCount]:
-    """``ReplicaCount`` per deployment of ``app`` from the controller's instance details (``ServeInstanceDetails``)."""
-    deployments = details.get("applications", {}).get(app, {}).get("deployments", {})
-    counts = {}
-    for name, deployment in deployments.items():
-        config = deployment.get("deployment_config", {})
-        autoscaling = config.get("autoscaling_config")
-        fewest = autoscaling.get("min_replicas", 1) if autoscaling else config.get("num_replicas", 1)
-        counts[name] = ReplicaCount(
-            running=sum(1 for replica in deployment.get("replicas", []) if _plain(replica.get("state")) == "RUNNING"),
-            target=int(deployment.get("target_num_replicas", 0)),
-            min_replicas=int(fewest) if isinstance(fewest, int) else 1,
-            serve_status=_plain(deployment.get("status", "UNKNOWN")),
-            message=str(deployment.get("message", "")),
-        )
-    return counts
-
-
-def _plain(value: Any) -> str:
-    """An enum from the controller (``DeploymentStatus.UNHEALTHY``) as its value (``UNHEALTHY``)."""
-    return str(getattr(value, "value", value))
-
-
 class ServeReplicaCounts:
     """``ReplicaCounts`` read from the Serve controller, inside a replica. Asking the controller wakes no replica:
     a model scaled to zero stays at zero however often a load balancer polls ``/healthz``."""
@@ -111,9 +71,8 @@ class ServeReplicaCounts:
 
 
 class HandleBackend:
-    """``health_timeout_s`` bounds ``health``: a deployment that does not answer in time is reported, not awaited.
-    ``replica_counts`` (Serve's view, ``ServeReplicaCounts`` in a replica) lets ``health`` tell a deployment scaled
-    to zero from one that lost its replicas, without waking either; without it every deployment is asked."""
+    """Jobs' calls go to the handles; ``health`` is the ``HealthAggregator``'s report of every stage (``replica_counts``
+    and ``health_timeout_s``: see there)."""
 
     def __init__(
         self,
@@ -133,10 +92,9 @@ class HandleBackend:
         self._background_engines: dict[int, BackgroundEngine | None] = {}
         self._restore_templates = {name: restore_template(manifest, name) for name in self._restorers}
         self._matte_engines = {mode: matte_engine_info(manifest, mode) for mode in MATTING_MODES}
-        self._probes = stages.probes()
-        self._optional: set[str] = set()  # watched deployments no job route needs
-        self._replica_counts = replica_counts
-        self._health_timeout_s = health_timeout_s
+        self._health = HealthAggregator(
+            stages.probes(), replica_counts=replica_counts, health_timeout_s=health_timeout_s
+        )
 
     async def analyze_faces(self, image: np.ndarray) -> list[Face]:
         return await call_deployment(self._analyzer.analyze, image)
@@ -180,61 +138,11 @@ class HandleBackend:
         return self._restore_templates[model]
 
     async def health(self) -> dict[str, dict[str, Any]]:
-        """Every deployment's report within ``health_timeout_s``: ``status`` ok | idle (scaled to zero) | degraded |
-        failing, with a ``reason`` unless ok; ``required: false`` marks one no job route needs."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._health_timeout_s
-        counts, serve_report = await self._read_replica_counts(self._health_timeout_s / 2)
-        names = list(self._probes)
-        reports = await asyncio.gather(*(self._probe(name, counts, deadline) for name in names))
-        result = dict(zip(names, reports))
-        if serve_report is not None:
-            result["Serve"] = serve_report
-        return result
+        return await self._health.reports()
 
     def watch(self, name: str, handle: DeploymentHandle) -> None:
         """Add a deployment no job route needs to the ``health`` report (the bucket runner, when the app has one)."""
-        self._probes[name] = handle
-        self._optional.add(name)
-
-    async def _read_replica_counts(self, timeout_s: float) -> tuple[Mapping[str, ReplicaCount], dict[str, Any] | None]:
-        """Serve's replica counts, or none and a report saying why (the deployments are then asked directly)."""
-        if self._replica_counts is None:
-            return {}, None
-        try:
-            return await asyncio.wait_for(self._replica_counts(), timeout_s), None
-        except TimeoutError:
-            reason = f"the Serve controller did not answer within {timeout_s:.1f} s"
-        except Exception as exc:  # reported in /healthz and logged: health must answer whatever broke
-            logger.warning("reading replica counts failed: %r", exc)
-            reason = f"reading replica counts failed: {type(exc).__name__}: {exc}"
-        return {}, {"status": "degraded", "required": False, "reason": f"{reason}; replica counts unknown"}
-
-    async def _probe(self, name: str, counts: Mapping[str, ReplicaCount], deadline: float) -> dict[str, Any]:
-        handle = self._probes[name]
-        flags = {"required": False} if name in self._optional else {}
-        count = counts.get(handle.deployment_name)
-        if count is not None and count.running == 0:
-            return {**_without_replicas(count), **flags}
-        timeout_s = max(0.0, deadline - asyncio.get_running_loop().time())
-        try:
-            report = dict(await asyncio.wait_for(_ask_health(handle), timeout_s))
-        except TimeoutError:
-            if count is not None:  # Serve counts running replicas: busy, or one being lost; the others may serve
-                reason = f"{count.running} replicas running, none answered within {timeout_s:.1f} s"
-                return {"status": "degraded", "reason": reason, "replicas": count.to_json(), **flags}
-            return {"status": "failing", "reason": f"no answer within {timeout_s:.1f} s", **flags}
-        except Exception as exc:  # reported in /healthz and logged: health must answer whatever broke
-            logger.warning("health probe of %s failed: %r", name, exc)
-            return {"status": "failing", "reason": f"{type(exc).__name__}: {exc}", **flags}
-        if count is not None:
-            report["replicas"] = count.to_json()
-            if count.running < count.target:
-                short = f"{count.running} of {count.target} replicas running"
-                report["reason"] = f"{report['reason']}; {short}" if report.get("reason") else short
-                if report.get("status", "ok") == "ok":
-                    report["status"] = "degraded"
-        return {**report, **flags}
+        self._health.watch(name, handle)
 
     def observe_job(self, task: str, outcome: str, engine: str, bytes_in: int, bytes_out: int) -> None:
         record_job(task, outcome, engine, bytes_in, bytes_out)
@@ -245,23 +153,6 @@ class HandleBackend:
             return handles[model]
         except KeyError:
             raise InvalidParameter(f"model {model!r} is not deployed here; deployed: {sorted(handles)}") from None
-
-
-def _without_replicas(count: ReplicaCount) -> dict[str, Any]:
-    """The report of a deployment with no running replica, from Serve's counts alone (asking it would wait)."""
-    replicas = count.to_json()
-    if count.min_replicas == 0 and count.target == 0:
-        return {"status": "idle", "reason": "scaled to zero; the next request starts a replica", "replicas": replicas}
-    if count.min_replicas == 0:
-        reason = f"starting from zero replicas (target {count.target}); requests wait, then time out with 504"
-        return {"status": "degraded", "reason": reason, "replicas": replicas}
-    detail = f": {count.message}" if count.message else ""
-    reason = f"no running replica (target {count.target}, Serve says {count.serve_status}{detail})"
-    return {"status": "failing", "reason": reason, "replicas": replicas}
-
-
-async def _ask_health(handle: DeploymentHandle) -> Mapping[str, Any]:
-    return await handle.health.remote()
 
 
 # A replica lost under a call (its node or process died): Serve replaces it, the caller may retry.

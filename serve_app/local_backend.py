@@ -1,7 +1,7 @@
 """A ``Backend`` that runs the real engines in this process: for tests, the backfill CLI and benchmarks.
 
-The same engines the model deployments load (``FaceAnalyzerEngine``, ``PortraitMatter``, ``FaceRestorerEngine``,
-``CartoonEngine``),
+The same engines the model deployments load (``FaceAnalysisPredictor``, ``MattingPredictor``, ``RestorationPredictor``,
+``CartoonPredictor``),
 called in worker threads, one item at a time (no cross-request batching: that is what Serve adds). Engines hold
 one interpreter per thread, so concurrent calls are safe. The restorer falls back to the classic engine when GPEN
 weights are absent, as the deployments do (the cartoon engines fall back to their classic paths).
@@ -16,20 +16,20 @@ from typing import Any
 
 import numpy as np
 
-from deployments.cartoon.engine import CartoonEngine, ModelKind
+from deployments.cartoon.predictor import CartoonPredictor, ModelKind
 from deployments.cartoon.styles import cartoon_styles
 from deployments.cartoon.types import StyleJob, Stylized
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter
 from deployments.common.weights import ModelStore
-from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalyzerEngine
+from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalysisPredictor
 from deployments.faces.types import Face
 from deployments.idphoto.matte import MATTING_MODES, LowResMatte, Matting
-from deployments.idphoto.matter import PortraitMatter
+from deployments.idphoto.predictor import MattingPredictor
 from deployments.restore.params import RESTORE_MODELS
-from deployments.restore.restorer import FaceRestorerEngine
+from deployments.restore.restorer import RestorationPredictor
 from deployments.restore.types import BackgroundEngine, FaceToRestore, RestoredFace, TileToUpscale, UpscaledTile
-from deployments.restore.upscaler import BackgroundUpscalerEngine
+from deployments.restore.upscaler import UpscalePredictor
 from serve_app.backend import matte_engine_info, restore_template
 
 logger = logging.getLogger(__name__)
@@ -41,12 +41,12 @@ class LocalBackend:
     def __init__(self, store: ModelStore, *, restore_models: Sequence[str] = RESTORE_MODELS, num_threads: int = 1):
         self._store = store
         self._restore_models = tuple(restore_models)
-        self._analyzer = FaceAnalyzerEngine.from_store(store, FaceAnalysisConfig(num_threads=num_threads))
-        self._matter = PortraitMatter.from_store(store, num_threads=num_threads)
+        self._analyzer = FaceAnalysisPredictor.from_store(store, FaceAnalysisConfig(num_threads=num_threads))
+        self._matter = MattingPredictor.from_store(store, num_threads=num_threads)
         self._matte_engines = {mode: matte_engine_info(store.manifest, mode) for mode in MATTING_MODES}
-        self._restorers: dict[str, FaceRestorerEngine] = {}
-        self._upscaler: BackgroundUpscalerEngine | None = None
-        self._cartoonizers: dict[ModelKind, CartoonEngine] = {}
+        self._restorers: dict[str, RestorationPredictor] = {}
+        self._upscaler: UpscalePredictor | None = None
+        self._cartoonizers: dict[ModelKind, CartoonPredictor] = {}
 
     async def analyze_faces(self, image: np.ndarray) -> list[Face]:
         return await asyncio.to_thread(self._analyzer.analyze, image)
@@ -92,19 +92,19 @@ class LocalBackend:
     def observe_job(self, task: str, outcome: str, engine: str, bytes_in: int, bytes_out: int) -> None:
         logger.debug("%s %s on %s: %d bytes in, %d out", task, outcome, engine, bytes_in, bytes_out)
 
-    def _cartoonizer(self, kind: ModelKind) -> CartoonEngine:
+    def _cartoonizer(self, kind: ModelKind) -> CartoonPredictor:
         if kind not in self._cartoonizers:
-            self._cartoonizers[kind] = CartoonEngine(kind, cartoon_styles(self._store.manifest), self._store)
+            self._cartoonizers[kind] = CartoonPredictor(kind, cartoon_styles(self._store.manifest), self._store)
         return self._cartoonizers[kind]
 
-    def _background_upscaler(self) -> BackgroundUpscalerEngine:
+    def _background_upscaler(self) -> UpscalePredictor:
         if self._upscaler is None:
-            self._upscaler = BackgroundUpscalerEngine(self._store)
+            self._upscaler = UpscalePredictor(self._store)
         return self._upscaler
 
-    def _restorer(self, model: str) -> FaceRestorerEngine:
+    def _restorer(self, model: str) -> RestorationPredictor:
         if model not in self._restore_models:
             raise InvalidParameter(f"model {model!r} is not loaded here; available: {list(self._restore_models)}")
         if model not in self._restorers:
-            self._restorers[model] = FaceRestorerEngine(model, self._store)
+            self._restorers[model] = RestorationPredictor(model, self._store)
         return self._restorers[model]

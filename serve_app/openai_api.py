@@ -4,7 +4,7 @@ official ``openai`` SDK with ``base_url=http://HOST:8000/v1``) work unchanged:
 - ``POST /v1/images/edits``: multipart ``image`` + ``prompt`` → the job the prompt asks for, in the Images API shape;
 - ``POST /v1/chat/completions``: a user message with text and an ``image_url`` → an assistant message holding the
   result as a Markdown image (data URL) and what was done; ``stream: true`` answers as server-sent events;
-- ``GET /v1/models`` (the route lives in ``routes.py``): :func:`openai_model_list` makes it an OpenAI model list too.
+- ``GET /v1/models`` (the route lives in ``routes/catalog.py``): :func:`openai_model_list` makes it an OpenAI model list too.
 
 A client's ``model`` is ``portrait`` (the prompt decides), a job (``restore``, ``idphoto``, ``cartoon``) or a specific
 model of a job (``gpen-bfr-256``, ``dctnet-sketch-head``). Errors on the OpenAI routes have OpenAI's shape
@@ -28,7 +28,7 @@ from deployments.common.errors import InvalidParameter
 from deployments.common.weights import ModelSpec
 from serve_app.app_state import backend_of, settings_of
 from serve_app.chat_messages import IN_MESSAGES, image_from_url, read_chat_request, text_and_image_url
-from serve_app.instructions import Instruction, InstructionEngine, InstructionsConfig, JobHint, build_engine
+from serve_app.instructions import Instruction, InstructionInterpreter, InstructionsConfig, JobHint, build_interpreter
 from serve_app.instructions.vocabulary import enum_values
 from serve_app.jobs import JOBS, JobContext, job_context, parse_job_params, run_job
 from serve_app.jobs.results import JobResult
@@ -62,12 +62,12 @@ def _config(request: Request) -> InstructionsConfig:
     return getattr(request.app.state, "instructions", None) or InstructionsConfig()
 
 
-def _engine(request: Request, context: JobContext) -> InstructionEngine:
+def _interpreter(request: Request, context: JobContext) -> InstructionInterpreter:
     """Built once per app from ``app.state.instructions`` (the Serve YAML's ``args.instructions``)."""
-    engine = getattr(request.app.state, "instruction_engine", None)
-    if engine is None:
-        engine = request.app.state.instruction_engine = build_engine(_config(request), context)
-    return engine
+    interpreter = getattr(request.app.state, "instruction_interpreter", None)
+    if interpreter is None:
+        interpreter = request.app.state.instruction_interpreter = build_interpreter(_config(request), context)
+    return interpreter
 
 
 # --- models ---------------------------------------------------------------------------------------------------------
@@ -124,7 +124,7 @@ async def _run_prompt(
     """Interpret, then run the job; ``overrides`` are options the client sent beside the prompt (``output_format``)."""
     context = job_context(settings_of(request))
     hint = _hint(request, model, context)
-    instruction = await _engine(request, context).interpret(prompt, hint)
+    instruction = await _interpreter(request, context).interpret(prompt, hint)
     if overrides:
         params = parse_job_params(instruction.task, {**instruction.fields(), **overrides}, context)
         instruction = dataclasses.replace(instruction, params=params)
@@ -175,7 +175,7 @@ async def instructions(request: Request, body: InstructionIn) -> InstructionOut:
     hint = JobHint(body.task) if body.task else None
     if hint is not None and hint.task not in JOBS:
         raise InvalidParameter(f"unknown task {hint.task!r}; tasks: {', '.join(JOBS)}", details={"field": "task"})
-    instruction = await _engine(request, context).interpret(body.prompt, hint)
+    instruction = await _interpreter(request, context).interpret(body.prompt, hint)
     return InstructionOut.model_validate(instruction.to_json())
 
 

@@ -1,4 +1,4 @@
-"""DCT-Net: device against CPU on one head, and images/s with TF32 off (as CartoonEngine runs it)."""
+"""DCT-Net: device against CPU on one head, and images/s with TF32 off (as CartoonPredictor runs it)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def dctnet_model(device: torch.device):
 
 
 def dctnet_checks(run: Run, sizes: dict[str, tuple[int, int, list[int]]], repeats: int) -> None:
-    set_tf32(False)  # as CartoonEngine does: exactness against the float32 graph
+    set_tf32(False)  # as CartoonPredictor does: exactness against the float32 graph
     device = run.device
     start = time.perf_counter()
     cpu_model, gpu_model = dctnet_model(torch.device("cpu")), dctnet_model(device)

@@ -22,6 +22,7 @@ from bench.gpu.harness import (
     save_wrapped,
     to_layout,
 )
+from deployments.restore.pipeline import BG_OVERLAP_PX, BG_TILE_PX
 from deployments.restore.realesrgan import (
     REALESRGAN_VARIANTS,
     RrdbConfig,
@@ -32,8 +33,6 @@ from deployments.restore.realesrgan import (
 )
 from deployments.restore.tiles import realesrgan_multiple_px, split_tiles
 
-# Background tiles as serve_app/jobs/restore.py cuts them (BG_TILE_PX, BG_OVERLAP_PX; not imported: it needs Ray).
-BG_TILE_PX, BG_OVERLAP_PX = 400, 10
 TWELVE_MP_HW = (3000, 4000)
 QUICK_RRDB = {"num_feat": 16, "num_block": 2, "num_grow_ch": 8}
 

@@ -15,9 +15,9 @@ from bench.gpu.harness import ASTRONAUT_POINTS, LOADS, Run, Sweep, astronaut, pr
 from bench.gpu.report import REPORT
 from deployments.faces.align import align_face
 from deployments.restore.codeformer import CodeFormerConfig, build_codeformer, load_codeformer
-from deployments.restore.engine import faces_to_tensor, restore_batch, tensor_to_faces
 from deployments.restore.gfpgan import GfpganConfig, build_gfpgan, load_gfpgan
 from deployments.restore.gpen import GpenConfig, build_gpen, load_gpen
+from deployments.restore.inference import faces_to_tensor, restore_batch, tensor_to_faces
 
 CODEFORMER_FIDELITY = 0.5
 QUICK_GPEN = GpenConfig(size=64, style_dim=64, n_mlp=2, narrow=0.25)
@@ -39,7 +39,7 @@ QUICK_CODEFORMER = CodeFormerConfig(
 
 @dataclass(frozen=True)
 class Restorer:
-    """How one restorer is written, loaded and called (as ``FaceRestorerEngine`` calls it) and deployed."""
+    """How one restorer is written, loaded and called (as ``RestorationPredictor`` calls it) and deployed."""
 
     key: str
     size_px: int

@@ -15,7 +15,7 @@ from bench.gpu.restorers import gpen_template
 from deployments.common.image import decode_image, encode_image
 from deployments.faces.align import align_face, rescale_crop_matrix
 from deployments.faces.paste import paste_back
-from deployments.restore.engine import restore_batch
+from deployments.restore.inference import restore_batch
 
 
 class MicroBatcher:

@@ -1,5 +1,5 @@
 """``CartoonHead`` and ``CartoonBackground``: one class, bound twice (288 head crops / whole images), batched over
-items from any request; a batch may mix styles and sizes (the engine groups them)."""
+items from any request; a batch may mix styles and sizes (the predictor groups them)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from ray import serve
 
-from deployments.cartoon.engine import CartoonEngine, ModelKind
+from deployments.cartoon.predictor import CartoonPredictor, ModelKind
 from deployments.cartoon.styles import cartoon_styles
 from deployments.cartoon.types import StyleJob, Stylized
 from deployments.common.deployment import (
@@ -40,7 +40,7 @@ class Cartoonizer:
         self._kind = kind
         self._store = get_model_settings().open_model_store()
         self._styles = cartoon_styles(self._store.manifest)
-        self._engine = CartoonEngine(kind, self._styles, self._store)
+        self._predictor = CartoonPredictor(kind, self._styles, self._store)
         self._batch = BATCH_DEFAULTS["Cartoonizer"]
         self._device = DeviceOptions()
 
@@ -50,20 +50,20 @@ class Cartoonizer:
         device = options_from(DeviceOptions, rest)
         if device != self._device:
             self._device = device
-            self._engine = CartoonEngine(self._kind, self._styles, self._store, device.device)
+            self._predictor = CartoonPredictor(self._kind, self._styles, self._store, device.device)
 
     @serve.batch(**batch_defaults("Cartoonizer"))
     async def stylize(self, jobs: list[StyleJob]) -> list[Stylized]:
         record_batch(f"Cartoon[{self._kind}]", len(jobs))
-        return await asyncio.to_thread(self._engine.stylize, jobs)
+        return await asyncio.to_thread(self._predictor.stylize, jobs)
 
     def check_health(self) -> None:
         """Serve's periodic probe: every loaded style runs a 16x16 forward pass."""
-        self._engine.stylize([StyleJob(style, PROBE_IMAGE) for style in self._engine.styles])
+        self._predictor.stylize([StyleJob(style, PROBE_IMAGE) for style in self._predictor.styles])
         gpu_facts(f"Cartoon[{self._kind}]")
 
     async def health(self) -> dict[str, Any]:
-        engines = {style: self._engine.engine_for(style).to_json() for style in self._engine.styles}
+        engines = {style: self._predictor.engine_for(style).to_json() for style in self._predictor.styles}
         neural = any(info["neural"] for info in engines.values())
         models = [
             self._store.status(name).to_json()

@@ -7,6 +7,7 @@ pixel indices, the ``cv2.warpAffine`` convention, so ``paste.paste_back`` can in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cv2
@@ -14,6 +15,7 @@ import numpy as np
 
 from deployments.common.affine import compose_affine, pixel_scale_affine
 from deployments.common.errors import InvalidParameter
+from deployments.faces.types import Face
 
 # The 96x112 five-point reference of the ArcFace/SphereFace crops, used by GPEN and DCT-Net.
 REFERENCE_96X112 = np.array(
@@ -141,3 +143,8 @@ def rescale_crop_matrix(matrix: np.ndarray, from_px: int, to_px: int) -> np.ndar
     pixel centres correspond (:func:`pixel_scale_affine`).
     """
     return compose_affine(pixel_scale_affine(to_px / from_px), np.asarray(matrix, dtype=np.float64))
+
+
+def align_all(image_rgb: np.ndarray, faces: Sequence[Face], template: AlignTemplate | str) -> list[AlignedFace]:
+    """Every face of one photo aligned to ``template``, in order."""
+    return [align_face(image_rgb, face.landmarks, template) for face in faces]

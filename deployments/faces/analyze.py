@@ -41,8 +41,8 @@ class FaceAnalysisConfig(DetectionParams):
             raise InvalidParameter("max_faces and num_threads must be positive")
 
 
-class FaceAnalyzerEngine:
-    """Finds every face with its five landmarks. Holds the models and the frozen config only, so one engine serves
+class FaceAnalysisPredictor:
+    """Finds every face with its five landmarks. Holds the models and the frozen config only, so one predictor serves
     many threads (each thread gets its own interpreters).
 
     ``models_dir`` holds the MediaPipe models; ``mtcnn_dir``, when given, MTCNN's (small faces of group photos).
@@ -60,7 +60,7 @@ class FaceAnalyzerEngine:
         self.mesh = FaceMesh(models_dir, num_threads=config.num_threads)
 
     @classmethod
-    def from_store(cls, store: ModelStore, config: FaceAnalysisConfig = FaceAnalysisConfig()) -> FaceAnalyzerEngine:
+    def from_store(cls, store: ModelStore, config: FaceAnalysisConfig = FaceAnalysisConfig()) -> FaceAnalysisPredictor:
         """The built-in models from the store; MTCNN only when all three of its files are there (without it the
         small-face pass of group photos is off: BlazeFace alone, at its main threshold)."""
         mtcnn_paths = [store.find(name) for name in MTCNN_MODELS]

@@ -20,7 +20,7 @@ from deployments.common.deployment import (
     torch_threads,
 )
 from deployments.common.settings import get_model_settings
-from deployments.faces.analyze import FACE_MODELS, MTCNN_MODELS, FaceAnalysisConfig, FaceAnalyzerEngine
+from deployments.faces.analyze import FACE_MODELS, MTCNN_MODELS, FaceAnalysisConfig, FaceAnalysisPredictor
 from deployments.faces.types import Face
 
 PROBE_IMAGE = np.full((64, 64, 3), 128, np.uint8)
@@ -32,25 +32,25 @@ class FaceAnalyzer:
         torch_threads(1)  # MTCNN runs in torch
         self._store = get_model_settings().open_model_store()
         self._statuses = [self._store.status(name) for name in FACE_MODELS + MTCNN_MODELS]
-        self._engine = FaceAnalyzerEngine.from_store(self._store, FaceAnalysisConfig(num_threads=1))
+        self._predictor = FaceAnalysisPredictor.from_store(self._store, FaceAnalysisConfig(num_threads=1))
         self._batch = BATCH_DEFAULTS["FaceAnalyzer"]
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         """``user_config``: batch keys plus any ``FaceAnalysisConfig`` field (``min_eye_px``, ``max_windows``...)."""
         self._batch, analysis = apply_batch_config(self.analyze, user_config, BATCH_DEFAULTS["FaceAnalyzer"])
         config = options_from(FaceAnalysisConfig, analysis, num_threads=1)
-        self._engine = FaceAnalyzerEngine.from_store(self._store, config)
+        self._predictor = FaceAnalysisPredictor.from_store(self._store, config)
 
     @serve.batch(**batch_defaults("FaceAnalyzer"))
     async def analyze(self, images: list[np.ndarray]) -> list[list[Face]]:
         record_batch("FaceAnalyzer", len(images))
-        faces = await asyncio.to_thread(self._engine.analyze_batch, images)
+        faces = await asyncio.to_thread(self._predictor.analyze_batch, images)
         record_faces([len(found) for found in faces])
         return faces
 
     def check_health(self) -> None:
         """Serve's periodic probe: the interpreters answer (a blank image has no face)."""
-        self._engine.analyze(PROBE_IMAGE)
+        self._predictor.analyze(PROBE_IMAGE)
 
     async def health(self) -> dict[str, Any]:
         return {
@@ -58,6 +58,6 @@ class FaceAnalyzer:
             "engine": self._statuses[0].spec.engine,
             "models": [status.to_json() for status in self._statuses],
             "batch": self._batch.model_dump(),
-            "analysis": dataclasses.asdict(self._engine.config),
+            "analysis": dataclasses.asdict(self._predictor.config),
             **replica_facts(),
         }

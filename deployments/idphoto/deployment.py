@@ -27,8 +27,7 @@ from deployments.common.deployment import (
 )
 from deployments.common.settings import get_model_settings
 from deployments.idphoto.matte import MATTE_MODELS, LowResMatte, MatteRequest
-from deployments.idphoto.matter import MatterOptions
-from deployments.idphoto.matter import PortraitMatter as PortraitMatterEngine
+from deployments.idphoto.predictor import MatterOptions, MattingPredictor
 
 
 @serve.deployment(name="PortraitMatter")
@@ -36,23 +35,23 @@ class PortraitMatter:
     def __init__(self) -> None:
         torch_threads(1)
         self._store = get_model_settings().open_model_store()
-        self._engine = PortraitMatterEngine.from_store(self._store)
+        self._predictor = MattingPredictor.from_store(self._store)
         self._batch = BATCH_DEFAULTS["PortraitMatter"]
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         self._batch, rest = apply_batch_config(self.segment, user_config, BATCH_DEFAULTS["PortraitMatter"])
         options = options_from(MatterOptions, rest)
-        if options != self._engine.options:
-            self._engine = PortraitMatterEngine.from_store(self._store, options)
+        if options != self._predictor.options:
+            self._predictor = MattingPredictor.from_store(self._store, options)
 
     @serve.batch(**batch_defaults("PortraitMatter"))
     async def segment(self, requests: list[MatteRequest]) -> list[LowResMatte]:
         record_batch("PortraitMatter", len(requests))
-        return await asyncio.to_thread(self._engine.segment_batch, requests)
+        return await asyncio.to_thread(self._predictor.segment_batch, requests)
 
     def check_health(self) -> None:
         """Serve's periodic probe: the selfie interpreter answers; on a GPU, a MODNet forward pass too."""
-        self._engine.probe()
+        self._predictor.probe()
         gpu_facts("PortraitMatter")
 
     async def health(self) -> dict[str, Any]:
@@ -63,7 +62,7 @@ class PortraitMatter:
             "engines": {mode: status.spec.engine for mode, status in statuses.items()},
             "models": [status.to_json() for status in statuses.values()],
             "batch": self._batch.model_dump(),
-            "options": dataclasses.asdict(self._engine.options),
+            "options": dataclasses.asdict(self._predictor.options),
             **gpu_facts("PortraitMatter"),
             **replica_facts(),
         }

@@ -10,7 +10,7 @@ Two models, one per ``matting`` mode (per request, or per bucket route):
 Either way the model's matte stays small (:class:`LowResMatte`: the matte on the model's canvas plus the affine
 that maps original pixels onto it), so it crosses the object store cheaply and maps back exactly. Colour
 decontamination (:func:`estimate_foreground`) removes the old background's tint from edge pixels so a new background
-does not show a halo. Torch-free (the ingress imports this); the models run in :mod:`deployments.idphoto.matter`.
+does not show a halo. Torch-free (the ingress imports this); the models run in :mod:`deployments.idphoto.predictor`.
 """
 
 from __future__ import annotations

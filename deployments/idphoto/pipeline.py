@@ -58,7 +58,7 @@ def source_min_side_px(spec: IdSpec) -> int:
 
 
 class MatteSource(Protocol):
-    """Anything that mattes a whole photo in a mode, e.g. :class:`deployments.idphoto.matter.PortraitMatter`."""
+    """Anything that mattes a whole photo in a mode, e.g. :class:`deployments.idphoto.predictor.MattingPredictor`."""
 
     def segment(self, rgb: np.ndarray, matting: Matting) -> LowResMatte: ...
 

@@ -1,4 +1,4 @@
-"""The restoration engine a ``FaceRestorer`` replica holds: one model's network when its weights are in the store,
+"""The restoration predictor a ``FaceRestorer`` replica holds: one model's network when its weights are in the store,
 else the classic engine.
 
 Which network family a model is, and how its official inference treats it, is looked up by the manifest entry's
@@ -23,9 +23,9 @@ from deployments.common.torch_device import pick_device, to_memory_format
 from deployments.common.weights import ModelStore
 from deployments.restore.classic import restore_face_classic
 from deployments.restore.codeformer import load_codeformer
-from deployments.restore.engine import restore_batch
 from deployments.restore.gfpgan import load_gfpgan
 from deployments.restore.gpen import load_gpen
+from deployments.restore.inference import restore_batch
 from deployments.restore.types import FaceToRestore, RestoredFace
 
 logger = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class RestorerOptions:
             raise InvalidParameter(f"autocast_dtype must be bfloat16, float16 or null, got {self.autocast_dtype!r}")
 
 
-class FaceRestorerEngine:
+class RestorationPredictor:
     """Loads once; ``restore`` runs one forward pass for a whole batch of crops."""
 
     def __init__(self, model_name: str, store: ModelStore, options: RestorerOptions = RestorerOptions()) -> None:

@@ -1,4 +1,4 @@
-"""The engine a ``BackgroundUpscaler`` replica holds: Real-ESRGAN x2plus / x4plus for the photo around the faces.
+"""The predictor a ``BackgroundUpscaler`` replica holds: Real-ESRGAN x2plus / x4plus for the photo around the faces.
 
 Tiles arrive from many photos (``tiles.split_tiles``: one shape per photo, HxWx3 uint8 RGB) and go through the
 network in groups of equal factor and shape. A factor whose own model is absent runs on x4plus and is brought down
@@ -42,7 +42,7 @@ class UpscalerOptions:
             raise InvalidParameter(f"max_input_megapixels must be positive, got {self.max_input_megapixels}")
 
 
-class BackgroundUpscalerEngine:
+class UpscalePredictor:
     def __init__(self, store: ModelStore, options: UpscalerOptions = UpscalerOptions()) -> None:
         self.options = options
         self.device = pick_device(options.device)

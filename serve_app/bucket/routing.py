@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from deployments.common.errors import InputError, InvalidParameter
 from deployments.common.params import JobParams
-from serve_app.instructions import rule_engine
+from serve_app.instructions import rule_interpreter
 from serve_app.jobs import JOBS, JobContext, parse_job_params
 from storage.base import Location, StoreSettings, parse_location
 
@@ -164,7 +164,7 @@ def resolve_route(spec: BucketRoute, context: JobContext, *, base_dir: Path | No
 def _from_prompt(spec: BucketRoute, context: JobContext) -> BucketRoute:
     """The route with the task and params its prompt asks for (the route's own params win)."""
     try:
-        instruction = rule_engine(context).interpret_now(spec.prompt or "")
+        instruction = rule_interpreter(context).interpret_now(spec.prompt or "")
     except InputError as exc:
         raise type(exc)(f"route {spec.name!r}: prompt: {exc.message}", details=exc.details) from None
     fields = {**instruction.fields(), **spec.params}

@@ -1,6 +1,6 @@
 """Plain-language requests ("蓝底一寸证件照", "restore this and upscale 2x") turned into one job with valid params.
 
-Two engines behind one interface (:class:`InstructionEngine`): the rule engine (``rules.py``, the default: no model,
+Two interpreters behind one interface (:class:`InstructionInterpreter`): the rules (``rules.py``, the default: no model,
 deterministic, its vocabulary built from the presets, styles and parameter models) and a language model behind any
 OpenAI-compatible endpoint (``llm.py``), which falls back to the rules. No Ray here: the HTTP routes, the bucket
 routes and the CLI all use it in-process.
@@ -12,42 +12,43 @@ from serve_app.instructions.config import InstructionsConfig, LlmOptions
 from serve_app.instructions.interface import (
     MAX_PROMPT_CHARS,
     Instruction,
-    InstructionEngine,
+    InstructionInterpreter,
     InstructionUnclear,
     JobHint,
     PromptTooLong,
     check_prompt,
 )
-from serve_app.instructions.llm import LlmEngine
-from serve_app.instructions.rules import RuleEngine
+from serve_app.instructions.llm import LlmInterpreter
+from serve_app.instructions.rules import RuleInterpreter
 from serve_app.instructions.vocabulary import build_vocabulary
 from serve_app.jobs import JobContext
 
 __all__ = [
     "MAX_PROMPT_CHARS",
     "Instruction",
-    "InstructionEngine",
+    "InstructionInterpreter",
     "InstructionUnclear",
     "InstructionsConfig",
     "JobHint",
-    "LlmEngine",
+    "LlmInterpreter",
     "LlmOptions",
     "PromptTooLong",
-    "RuleEngine",
-    "build_engine",
+    "RuleInterpreter",
+    "build_interpreter",
     "check_prompt",
-    "rule_engine",
+    "rule_interpreter",
 ]
 
 
-def rule_engine(context: JobContext) -> RuleEngine:
-    return RuleEngine(build_vocabulary(context), context)
+def rule_interpreter(context: JobContext) -> RuleInterpreter:
+    return RuleInterpreter(build_vocabulary(context), context)
 
 
-def build_engine(config: InstructionsConfig, context: JobContext) -> InstructionEngine:
-    """The engine ``config`` asks for; the language model always has the rules behind it."""
+def build_interpreter(config: InstructionsConfig, context: JobContext) -> InstructionInterpreter:
+    """The interpreter ``config`` asks for (its answers say which read the prompt: ``engine`` ``rules``, ``llm``,
+    ``rules-fallback``); the language model always has the rules behind it."""
     vocabulary = build_vocabulary(context)
-    rules = RuleEngine(vocabulary, context)
+    rules = RuleInterpreter(vocabulary, context)
     if config.engine == "llm" and config.llm is not None:
-        return LlmEngine(config.llm, rules, vocabulary, context)
+        return LlmInterpreter(config.llm, rules, vocabulary, context)
     return rules

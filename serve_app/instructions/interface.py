@@ -1,4 +1,5 @@
-"""What every instruction engine takes and gives: a prompt in, one job with valid params (or a typed refusal) out."""
+"""What every instruction interpreter takes and gives: a prompt in, one job with valid params (or a typed refusal)
+out."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ class Instruction:
         return {"task": self.task, "params": self.fields(), "engine": self.engine, "notes": list(self.notes)}
 
 
-class InstructionEngine(Protocol):
+class InstructionInterpreter(Protocol):
     """Turns a prompt into an :class:`Instruction`, or raises :class:`InstructionUnclear` / ``InvalidParameter``."""
 
     async def interpret(self, prompt: str, hint: JobHint | None = None) -> Instruction: ...

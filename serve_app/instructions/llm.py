@@ -1,5 +1,5 @@
-"""The language-model engine: any OpenAI-compatible chat endpoint (vLLM, ``ray.serve.llm``) asked for one JSON object
-that must validate against the chosen job's own parameter model; the rules answer whenever it cannot.
+"""The language-model interpreter: any OpenAI-compatible chat endpoint (vLLM, ``ray.serve.llm``) asked for one
+JSON object that must validate against the chosen job's own parameter model; the rules answer whenever it cannot.
 
 The JSON schema sent with the request is built from the same parameter models as the job routes (with the presets
 and styles this service has as ``enum``s), so a structured-output server (vLLM's guided decoding) can only produce
@@ -22,7 +22,7 @@ from typing import Any
 from deployments.common.errors import InvalidParameter
 from serve_app.instructions.config import LlmOptions
 from serve_app.instructions.interface import Instruction, InstructionUnclear, JobHint, check_prompt
-from serve_app.instructions.rules import RuleEngine
+from serve_app.instructions.rules import RuleInterpreter
 from serve_app.instructions.vocabulary import Vocabulary
 from serve_app.jobs import JobContext, parse_job_params
 
@@ -38,10 +38,12 @@ class LlmFailure(Exception):
     """The model gave no usable answer; the message says why (it ends up in the answer's notes)."""
 
 
-class LlmEngine:
+class LlmInterpreter:
     name = ENGINE
 
-    def __init__(self, options: LlmOptions, rules: RuleEngine, vocabulary: Vocabulary, context: JobContext) -> None:
+    def __init__(
+        self, options: LlmOptions, rules: RuleInterpreter, vocabulary: Vocabulary, context: JobContext
+    ) -> None:
         self._options = options
         self._rules = rules
         self._vocabulary = vocabulary

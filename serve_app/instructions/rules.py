@@ -1,4 +1,5 @@
-"""The built-in instruction engine: phrases and number patterns, no model. Fast, deterministic, data-driven.
+"""The built-in instruction interpreter (its answers say ``engine: rules``): phrases and number patterns, no
+model. Fast, deterministic, data-driven.
 
 A prompt is read in three steps. (1) Every phrase of the :class:`Vocabulary` and every number pattern (upscale
 factors, file-size limits, sizes, DPI, hex colours, "<option> <number>") proposes what it matched; where proposals
@@ -56,7 +57,7 @@ class Finding:
         return bool(self.tasks) and not self.values
 
 
-class RuleEngine:
+class RuleInterpreter:
     """Reads prompts with a :class:`Vocabulary`; ``interpret_now`` is the synchronous form (start-up, the CLI)."""
 
     name = ENGINE

@@ -10,9 +10,9 @@ from deployments.cartoon.compose import compose_cartoon, prepare_background
 from deployments.cartoon.params import CartoonParams
 from deployments.cartoon.types import StyleJob
 from deployments.common.params import parse_params
+from deployments.faces.align import align_all
 from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Timings, decode_upload
-from serve_app.jobs.restore import align_all
 from serve_app.jobs.results import JobResult, encode_job_result
 
 HEAD_TEMPLATE = "dctnet-288"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalyzerEngine
+from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalysisPredictor
 
 
 @pytest.fixture(scope="session")
@@ -19,5 +19,5 @@ def mtcnn_dir(mediapipe_dir) -> Path:
 
 
 @pytest.fixture(scope="session")
-def engine(mediapipe_dir, mtcnn_dir) -> FaceAnalyzerEngine:
-    return FaceAnalyzerEngine(mediapipe_dir, FaceAnalysisConfig(), mtcnn_dir=mtcnn_dir)
+def engine(mediapipe_dir, mtcnn_dir) -> FaceAnalysisPredictor:
+    return FaceAnalysisPredictor(mediapipe_dir, FaceAnalysisConfig(), mtcnn_dir=mtcnn_dir)

@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import pytest
 
-from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalyzerEngine
+from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalysisPredictor
 
 
 def test_five_points_are_ordered_like_a_face(engine, astronaut_rgb):
@@ -38,7 +38,7 @@ def test_mirrored_photo_keeps_image_left_eye_first(engine, astronaut_rgb):
 
 
 def test_unsure_mesh_falls_back_to_detector_keypoints(mediapipe_dir, astronaut_rgb):
-    strict = FaceAnalyzerEngine(mediapipe_dir, FaceAnalysisConfig(mesh_threshold=1.0))
+    strict = FaceAnalysisPredictor(mediapipe_dir, FaceAnalysisConfig(mesh_threshold=1.0))
     (face,) = strict.analyze(astronaut_rgb)
     assert face.mesh is None
     left_eye, right_eye, nose, mouth_left, mouth_right = face.landmarks

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from deployments.common.errors import InvalidParameter, ModelUnavailable
-from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalyzerEngine
+from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalysisPredictor
 from deployments.faces.detect import DetectionParams, non_max_suppression
 from deployments.faces.mtcnn import ONet, PNet, RNet, load_net
 from tests.conftest import SHARED_DIR
@@ -80,14 +80,14 @@ def test_old_group_photo_small_faces_are_found(mediapipe_dir, engine, old_group_
     small-face pass finds at least 70 % (74 %, or 85 % without ../shared, when measured) with at most one false hit,
     at least twice what the detector found before it (BlazeFace alone, tiles for 15 px eyes: 34 % / 9 %)."""
     recall, false_positives = _recall(engine, old_group_photo)
-    before = FaceAnalyzerEngine(mediapipe_dir, FaceAnalysisConfig(min_eye_px=15, max_windows=640))
+    before = FaceAnalysisPredictor(mediapipe_dir, FaceAnalysisConfig(min_eye_px=15, max_windows=640))
     recall_before, _ = _recall(before, old_group_photo)
     assert recall >= 0.7 and false_positives <= 1
     assert recall >= 2 * recall_before
 
 
 def test_without_mtcnn_the_small_face_pass_is_off(mediapipe_dir, engine, old_group_photo):
-    blaze_only = FaceAnalyzerEngine(mediapipe_dir, FaceAnalysisConfig())
+    blaze_only = FaceAnalysisPredictor(mediapipe_dir, FaceAnalysisConfig())
     plain = blaze_only.detector.detect(old_group_photo.rgb, blaze_only.config)
     assert all(detection.score >= blaze_only.config.score_threshold for detection in plain)
     with_mtcnn = engine.detector.detect(old_group_photo.rgb, engine.config)

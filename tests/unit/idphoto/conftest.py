@@ -34,6 +34,6 @@ def model_store(mediapipe_dir) -> ModelStore:
 
 @pytest.fixture(scope="session")
 def matter(model_store):
-    from deployments.idphoto.matter import PortraitMatter
+    from deployments.idphoto.predictor import MattingPredictor
 
-    return PortraitMatter.from_store(model_store)
+    return MattingPredictor.from_store(model_store)

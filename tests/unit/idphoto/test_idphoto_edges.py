@@ -23,7 +23,7 @@ import pytest
 from PIL import Image
 
 from deployments.common.image import decode_image
-from deployments.faces.analyze import FaceAnalyzerEngine
+from deployments.faces.analyze import FaceAnalysisPredictor
 from deployments.idphoto.geometry import warp_to_output
 from deployments.idphoto.params import parse_params
 from deployments.idphoto.pipeline import make_id_photo
@@ -38,8 +38,8 @@ RESULTS: dict[str, dict[str, dict[str, float]]] = {}
 
 
 @pytest.fixture(scope="module")
-def analyzer(mediapipe_dir) -> FaceAnalyzerEngine:
-    return FaceAnalyzerEngine(mediapipe_dir)
+def analyzer(mediapipe_dir) -> FaceAnalysisPredictor:
+    return FaceAnalysisPredictor(mediapipe_dir)
 
 
 def green_background(height: int, width: int) -> np.ndarray:

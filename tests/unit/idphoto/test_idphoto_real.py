@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from deployments.common.image import decode_image
-from deployments.faces.analyze import FaceAnalyzerEngine
+from deployments.faces.analyze import FaceAnalysisPredictor
 from deployments.idphoto.params import hex_to_rgb, parse_params
 from deployments.idphoto.pipeline import make_id_photo
 
@@ -26,8 +26,8 @@ GEOMETRY_CHECKS = (
 
 
 @pytest.fixture(scope="module")
-def analyzer(mediapipe_dir) -> FaceAnalyzerEngine:
-    return FaceAnalyzerEngine(mediapipe_dir)
+def analyzer(mediapipe_dir) -> FaceAnalysisPredictor:
+    return FaceAnalysisPredictor(mediapipe_dir)
 
 
 def assert_photo(outcome, spec_slug: str, colour: str, specs) -> None:

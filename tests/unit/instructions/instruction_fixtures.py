@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 from fastapi import FastAPI
 
-from serve_app.instructions import RuleEngine, rule_engine
+from serve_app.instructions import RuleInterpreter, rule_interpreter
 from serve_app.routes import create_api
 from serve_app.settings import Settings
 from tests.unit.instructions.fake_llm import FakeChatServer
 
 
 @pytest.fixture(scope="session")
-def rules(job_ctx) -> RuleEngine:
-    return rule_engine(job_ctx)
+def rules(job_ctx) -> RuleInterpreter:
+    return rule_interpreter(job_ctx)
 
 
 @pytest.fixture

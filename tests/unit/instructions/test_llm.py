@@ -9,7 +9,7 @@ import socket
 import pytest
 from fastapi.testclient import TestClient
 
-from serve_app.instructions import InstructionsConfig, InstructionUnclear, JobHint, LlmOptions, build_engine
+from serve_app.instructions import InstructionsConfig, InstructionUnclear, JobHint, LlmOptions, build_interpreter
 
 
 def _interpret(engine, prompt, hint=None):
@@ -18,7 +18,7 @@ def _interpret(engine, prompt, hint=None):
 
 def _engine(job_ctx, fake_llm, **options):
     llm = LlmOptions(base_url=fake_llm.base_url, model="tiny-instruct", **{"timeout_s": 5.0, **options})
-    return build_engine(InstructionsConfig(engine="llm", llm=llm), job_ctx)
+    return build_interpreter(InstructionsConfig(engine="llm", llm=llm), job_ctx)
 
 
 def test_the_model_answer_becomes_the_instruction(job_ctx, fake_llm):
@@ -116,7 +116,7 @@ def test_an_unreachable_endpoint_falls_back(job_ctx):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     llm = LlmOptions(base_url=f"http://127.0.0.1:{port}/v1", model="absent", timeout_s=2.0)
-    instruction = _interpret(build_engine(InstructionsConfig(engine="llm", llm=llm), job_ctx), "素描")
+    instruction = _interpret(build_interpreter(InstructionsConfig(engine="llm", llm=llm), job_ctx), "素描")
     assert (instruction.fields(), instruction.engine) == ({"style": "sketch"}, "rules-fallback")
     assert "unreachable" in instruction.notes[0]
 

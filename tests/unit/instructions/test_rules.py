@@ -11,7 +11,7 @@ import pytest
 from deployments.common.errors import InvalidParameter
 from deployments.idphoto.specs import IdSpec
 from deployments.restore.params import RestoreParams
-from serve_app.instructions import MAX_PROMPT_CHARS, InstructionUnclear, JobHint, PromptTooLong, rule_engine
+from serve_app.instructions import MAX_PROMPT_CHARS, InstructionUnclear, JobHint, PromptTooLong, rule_interpreter
 from serve_app.instructions.vocabulary import build_vocabulary, enum_values, load_lexicon
 from serve_app.jobs import JOBS, parse_job_params
 
@@ -211,7 +211,7 @@ def test_a_preset_added_to_the_standards_is_recognised_by_its_names(job_ctx):
     base = job_ctx.id_specs["cn-1inch"]
     extra = dataclasses.replace(base, slug="xx-club-card", name="俱乐部卡", name_en="Club card", aliases=("会员卡",))
     context = dataclasses.replace(job_ctx, id_specs={**job_ctx.id_specs, "xx-club-card": extra})
-    engine = rule_engine(context)
+    engine = rule_interpreter(context)
     assert engine.interpret_now("会员卡照片 白底").fields() == {"spec": "xx-club-card", "background": WHITE}
     assert engine.interpret_now("club card photo").fields() == {"spec": "xx-club-card"}
 
@@ -260,7 +260,7 @@ def test_a_job_in_the_lexicon_that_the_registry_lacks_fails_loudly(job_ctx):
 
 
 def test_the_shipped_presets_all_have_a_chinese_name_people_can_write(job_ctx):
-    engine = rule_engine(job_ctx)
+    engine = rule_interpreter(job_ctx)
     for slug, spec in job_ctx.id_specs.items():
         assert isinstance(spec, IdSpec)
         assert engine.interpret_now(f"{spec.name}证件照").fields()["spec"] == slug

@@ -12,8 +12,8 @@ from skimage.metrics import peak_signal_noise_ratio
 from deployments.common.errors import InvalidParameter
 from deployments.common.torch_device import to_memory_format
 from deployments.restore.classic import restore_face_classic
-from deployments.restore.engine import faces_to_tensor, restore_batch, tensor_to_faces
 from deployments.restore.gpen import GpenConfig
+from deployments.restore.inference import faces_to_tensor, restore_batch, tensor_to_faces
 from tests.gpen_samples import randomized_gpen
 
 TINY = GpenConfig(size=32, style_dim=16, n_mlp=1, narrow=1 / 32)

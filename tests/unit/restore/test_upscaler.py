@@ -16,7 +16,7 @@ from deployments.restore.params import RestoreParams
 from deployments.restore.realesrgan import RrdbConfig, build_realesrgan, upscale_image_realesrgan
 from deployments.restore.tiles import paste_tile, realesrgan_multiple_px, split_tiles
 from deployments.restore.types import TileToUpscale
-from deployments.restore.upscaler import BackgroundUpscalerEngine, UpscalerOptions
+from deployments.restore.upscaler import UpscalePredictor, UpscalerOptions
 from serve_app.jobs.restore import upscale_background
 from serve_app.local_backend import LocalBackend
 from tests.conftest import REPO_ROOT
@@ -46,14 +46,14 @@ def photo(astronaut_rgb) -> np.ndarray:
 
 
 def test_without_weights_no_engine_is_offered(tmp_path, mediapipe_dir):
-    engine = BackgroundUpscalerEngine(store_with(tmp_path, mediapipe_dir, ()))
+    engine = UpscalePredictor(store_with(tmp_path, mediapipe_dir, ()))
     assert (engine.engine_for(2), engine.engine_for(4)) == (None, None)
 
 
 @pytest.mark.parametrize("scale", [2, 4])
 def test_tiles_through_the_engine_equal_the_in_process_tiled_upscale(tmp_path, mediapipe_dir, photo, scale):
     store = store_with(tmp_path, mediapipe_dir, (2, 4))
-    engine = BackgroundUpscalerEngine(store, UpscalerOptions(device="cpu"))
+    engine = UpscalePredictor(store, UpscalerOptions(device="cpu"))
     assert engine.engine_for(scale).info.weights == f"realesrgan-x{scale}plus"
     tiles = split_tiles(photo, tile_px=48, overlap_px=8, multiple_px=realesrgan_multiple_px(scale))
     upscaled = engine.upscale([TileToUpscale(tile.pixels, scale) for tile in tiles])
@@ -66,7 +66,7 @@ def test_tiles_through_the_engine_equal_the_in_process_tiled_upscale(tmp_path, m
 
 
 def test_x2_without_its_model_runs_x4_and_brings_it_down(tmp_path, mediapipe_dir, photo):
-    engine = BackgroundUpscalerEngine(store_with(tmp_path, mediapipe_dir, (4,)), UpscalerOptions(device="cpu"))
+    engine = UpscalePredictor(store_with(tmp_path, mediapipe_dir, (4,)), UpscalerOptions(device="cpu"))
     assert engine.engine_for(2).info.weights == "realesrgan-x4plus"
     (tile,) = split_tiles(photo, tile_px=128, overlap_px=4)
     (done,) = engine.upscale([TileToUpscale(tile.pixels, 2)])
@@ -74,7 +74,7 @@ def test_x2_without_its_model_runs_x4_and_brings_it_down(tmp_path, mediapipe_dir
 
 
 def test_a_mixed_batch_keeps_its_order(tmp_path, mediapipe_dir, photo):
-    engine = BackgroundUpscalerEngine(store_with(tmp_path, mediapipe_dir, (2, 4)), UpscalerOptions(device="cpu"))
+    engine = UpscalePredictor(store_with(tmp_path, mediapipe_dir, (2, 4)), UpscalerOptions(device="cpu"))
     small, large = photo[:40, :40].copy(), photo[:64, :64].copy()
     jobs = [TileToUpscale(small, 4), TileToUpscale(large, 2), TileToUpscale(small, 2), TileToUpscale(large, 4)]
     shapes = [done.pixels.shape[:2] for done in engine.upscale(jobs)]
@@ -102,8 +102,8 @@ def test_fidelity_belongs_to_codeformer():
 def test_a_photo_above_the_replicas_limit_keeps_lanczos(tmp_path, mediapipe_dir, photo):
     store = store_with(tmp_path, mediapipe_dir, (2,))
     backend = LocalBackend(store)
-    backend._upscaler = BackgroundUpscalerEngine(store, UpscalerOptions(device="cpu", max_input_megapixels=0.009))
+    backend._upscaler = UpscalePredictor(store, UpscalerOptions(device="cpu", max_input_megapixels=0.009))
     params = parse_params(RestoreParams, {"upscale": "2"})
     assert asyncio.run(upscale_background(backend, photo, params))[1] is None  # 90x103 = 0.0093 MP
-    backend._upscaler = BackgroundUpscalerEngine(store, UpscalerOptions(device="cpu", max_input_megapixels=0.01))
+    backend._upscaler = UpscalePredictor(store, UpscalerOptions(device="cpu", max_input_megapixels=0.01))
     assert asyncio.run(upscale_background(backend, photo, params))[1].weights == "realesrgan-x2plus"

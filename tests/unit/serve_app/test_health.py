@@ -11,8 +11,9 @@ from ray.exceptions import ActorDiedError
 
 from deployments.common.errors import StageUnavailable
 from deployments.common.weights import load_manifest
-from serve_app.handles import HandleBackend, ReplicaCount, Stages, call_deployment, replica_counts_of
-from serve_app.routes import create_api, overall_status
+from serve_app.handles import HandleBackend, Stages, call_deployment
+from serve_app.health import ReplicaCount, overall_status, replica_counts_of
+from serve_app.routes import create_api
 from serve_app.settings import Settings
 
 

@@ -1,4 +1,4 @@
-"""The engine a cartoon replica holds: every style's DCT-Net graph of one kind (head or whole image) that the store
+"""The predictor a cartoon replica holds: every style's DCT-Net graph of one kind (head or whole image) that the store
 has, and the classic engine for whole images of styles without weights.
 
 Jobs arrive as RGB (the image contract) and are converted to BGR here, at the model's edge (the official graphs take
@@ -31,7 +31,7 @@ CLASSIC = EngineInfo(engine="classic-cartoon", neural=False)
 NO_HEAD_MODEL = EngineInfo(engine="none", neural=False)
 
 
-class CartoonEngine:
+class CartoonPredictor:
     def __init__(self, kind: ModelKind, styles: Mapping[str, CartoonStyle], store: ModelStore, device: str = "auto"):
         self.kind = kind
         self.device = pick_device(device)

@@ -1,4 +1,4 @@
-"""The matting engine a ``PortraitMatter`` replica holds: MODNet (default) and the selfie model, batched.
+"""The matting predictor a ``PortraitMatter`` replica holds: MODNet (default) and the selfie model, batched.
 
 A batch may mix modes and photo sizes. Selfie requests run one by one (the interpreter takes one image); MODNet
 requests are grouped by their input size (photos of one aspect ratio share it) and each group is one forward pass.
@@ -52,7 +52,7 @@ class MatterOptions:
             )
 
 
-class PortraitMatter:
+class MattingPredictor:
     """Loads both models once; no per-request state, so concurrent calls from worker threads are safe."""
 
     def __init__(
@@ -74,7 +74,7 @@ class PortraitMatter:
     @classmethod
     def from_store(
         cls, store: ModelStore, options: MatterOptions = MatterOptions(), *, num_threads: int = 1
-    ) -> PortraitMatter:
+    ) -> MattingPredictor:
         """Both built-in models from the store (``ModelUnavailable`` naming the fix when one is absent)."""
         selfie, modnet = (store.resolve(MATTE_MODELS[mode]) for mode in ("selfie", "modnet"))
         return cls(selfie, modnet, options, num_threads=num_threads)

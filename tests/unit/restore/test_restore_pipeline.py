@@ -11,8 +11,8 @@ from deployments.common.params import parse_params
 from deployments.faces.align import align_face
 from deployments.faces.types import Face
 from deployments.restore.params import RestoreParams
+from deployments.restore.pipeline import composite, select_faces
 from deployments.restore.types import RestoredFace
-from serve_app.jobs.restore import composite, select_faces
 
 ASTRONAUT_POINTS = np.array([[204, 101], [247, 104], [226, 128], [209, 149], [242, 151]], dtype=np.float32)
 

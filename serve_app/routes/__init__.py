@@ -1,0 +1,30 @@
+"""The HTTP API as a FastAPI app factory that only assembles routers, one per concern. No Ray imports: the backend
+arrives through ``app.state``."""
+
+from fastapi import FastAPI
+
+from serve_app import __version__
+from serve_app.bucket.webhook import install_event_routes
+from serve_app.errors import install_error_handlers
+from serve_app.openai_api import router as plain_language_routes
+from serve_app.routes.catalog import router as catalog_routes
+from serve_app.routes.health import router as health_routes
+from serve_app.routes.jobs import router as job_routes
+from serve_app.webpage import install_web_page
+
+
+def create_api() -> FastAPI:
+    """Build the API; the caller attaches ``app.state.backend`` (and optionally ``app.state.settings``)."""
+    api = FastAPI(
+        title="portrait-serve",
+        version=__version__,
+        description="Face restoration, ID photos and cartoonization on Ray Serve.",
+    )
+    install_error_handlers(api)
+    install_event_routes(api)
+    install_web_page(api)
+    api.include_router(plain_language_routes)  # /v1/instructions and the OpenAI-compatible routes
+    api.include_router(health_routes)
+    api.include_router(catalog_routes)
+    api.include_router(job_routes)
+    return api

@@ -1,0 +1,62 @@
+"""What the service offers: the models (``/v1/models``), the ID-photo standards and the cartoon styles.
+
+(No ``from __future__ import annotations`` here: FastAPI resolves the route annotations at run time.)
+"""
+
+from fastapi import APIRouter, Request
+
+from serve_app.app_state import backend_of, settings_of
+from serve_app.jobs import job_context
+from serve_app.openai_api import openai_model_list
+
+router = APIRouter()
+
+
+@router.get("/v1/models", tags=["operations"])
+async def list_models(request: Request) -> dict:
+    """Every model in the manifest, with the state the serving replicas see (``models``), and the same as an
+    OpenAI model list (``data``: the ids a client may send as ``model``)."""
+    deployments = await backend_of(request).health()
+    seen = {model["name"]: model for report in deployments.values() for model in report.get("models", [])}
+    context = job_context(settings_of(request))
+    manifest = context.manifest
+    return openai_model_list(manifest, context) | {
+        "models": [
+            {
+                "name": spec.name,
+                "task": spec.task,
+                "architecture": spec.architecture,
+                "description": spec.description,
+                "license": spec.license,
+                "url": spec.url,
+                "sha256": spec.sha256,
+                "builtin": spec.builtin,
+                "state": seen.get(spec.name, {}).get("state", "not-loaded"),
+            }
+            for spec in manifest.values()
+        ]
+    }
+
+
+@router.get("/v1/idphoto/specs", tags=["jobs"])
+async def idphoto_specs(request: Request) -> dict:
+    """The ID-photo standards (``configs/id_specs.yaml``): size, DPI, head-height and top-margin ranges."""
+    return {"specs": [spec.to_json() for spec in job_context(settings_of(request)).id_specs.values()]}
+
+
+@router.get("/v1/cartoon/styles", tags=["jobs"])
+async def cartoon_styles(request: Request) -> dict:
+    """Every cartoon style, with the engine each of its models runs on (``dctnet`` or a non-neural fallback)."""
+    reports = await backend_of(request).health()
+    heads = reports.get("CartoonHead", {}).get("styles", {})
+    backgrounds = reports.get("CartoonBackground", {}).get("styles", {})
+    return {
+        "styles": [
+            {
+                "name": style,
+                "engine": backgrounds.get(style, {}).get("engine", "unknown"),
+                "head_engine": heads.get(style, {}).get("engine", "unknown"),
+            }
+            for style in job_context(settings_of(request)).cartoon_styles
+        ]
+    }
