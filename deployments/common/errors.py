@@ -11,6 +11,10 @@ values in the job outcomes, not exceptions; they become errors only where a requ
     │   ├── UnsupportedImage        415 unsupported_image
     │   ├── CorruptImage            400 corrupt_image
     │   ├── InvalidParameter        422 invalid_parameter
+    │   ├── UnsupportedVideo        415 unsupported_video  (not a container we read; no video stream)
+    │   ├── VideoNeedsJob           415 video_needs_job    (a video sent to a synchronous route: use /v1/jobs)
+    │   ├── CorruptVideo            400 corrupt_video
+    │   ├── VideoTooLarge           413 video_too_large    (details.limit names the bound)
     │   ├── NoFaceFound             422 no_face
     │   └── NotCompliant            422 not_compliant
     └── ServiceError (5xx: our side)
@@ -73,6 +77,26 @@ class CorruptImage(InputError):
 class InvalidParameter(InputError):
     code = "invalid_parameter"
     http_status = 422
+
+
+class UnsupportedVideo(InputError):
+    code = "unsupported_video"
+    http_status = 415
+
+
+class VideoNeedsJob(InputError):
+    code = "video_needs_job"
+    http_status = 415
+
+
+class CorruptVideo(InputError):
+    code = "corrupt_video"
+    http_status = 400
+
+
+class VideoTooLarge(InputError):
+    code = "video_too_large"
+    http_status = 413
 
 
 class NoFaceFound(InputError):
