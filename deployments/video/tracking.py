@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -60,6 +61,12 @@ class OneEuroFilter:
         tau = 1.0 / (2.0 * math.pi * cutoff_hz)
         return 1.0 / (1.0 + tau * self._rate_hz)
 
+    def state(self) -> dict[str, Any]:
+        return {"value": _listed(self._value), "derivative": _listed(self._derivative)}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self._value, self._derivative = _array(state["value"]), _array(state["derivative"])
+
     def __call__(self, value: np.ndarray) -> np.ndarray:
         value = np.asarray(value, np.float64)
         if self._value is None:
@@ -94,6 +101,13 @@ class LandmarkSmoother:
         self._centroid = OneEuroFilter(rate_hz, o.min_cutoff_hz, o.beta, o.derivative_cutoff_hz)
         self._shape = OneEuroFilter(rate_hz, o.shape_cutoff_hz, 0.0, o.derivative_cutoff_hz)
 
+    def state(self) -> dict[str, Any]:
+        return {"centroid": self._centroid.state(), "shape": self._shape.state()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self._centroid.load_state(state["centroid"])
+        self._shape.load_state(state["shape"])
+
     def __call__(self, landmarks: np.ndarray) -> np.ndarray:
         centroid = landmarks.mean(axis=0)
         return self._centroid(centroid) + self._shape(landmarks - centroid)
@@ -111,6 +125,50 @@ class FaceTracker:
     @property
     def options(self) -> TrackingOptions:
         return self._options
+
+    @property
+    def tracks_started(self) -> int:
+        return self._next_id
+
+    def state(self) -> dict[str, Any]:
+        """Everything needed to continue after a chunk boundary in another process (JSON-ready)."""
+        return {
+            "next_id": self._next_id,
+            "tracks": [
+                {
+                    "track_id": t.track_id,
+                    "landmarks": _listed(t.landmarks),
+                    "box": _listed(t.box),
+                    "velocity": _listed(t.velocity),
+                    "raw": _listed(t.raw),
+                    "seen": t.seen,
+                    "missing": t.missing,
+                    "smoother": t.smoother.state(),
+                }
+                for t in self._tracks
+            ],
+        }
+
+    @classmethod
+    def from_state(cls, fps: float, options: TrackingOptions, state: dict[str, Any]) -> FaceTracker:
+        tracker = cls(fps, options)
+        tracker._next_id = int(state["next_id"])
+        for saved in state["tracks"]:
+            smoother = LandmarkSmoother(fps, options)
+            smoother.load_state(saved["smoother"])
+            tracker._tracks.append(
+                _Track(
+                    int(saved["track_id"]),
+                    _array(saved["landmarks"]),
+                    _array(saved["box"]),
+                    _array(saved["velocity"]),
+                    smoother,
+                    seen=int(saved["seen"]),
+                    missing=int(saved["missing"]),
+                    raw=_array(saved["raw"]),
+                )
+            )
+        return tracker
 
     def is_detection_frame(self, frame_number: int) -> bool:
         return frame_number % self._options.detect_every == 0
@@ -195,6 +253,14 @@ class FaceTracker:
             tuple(float(v) for v in track.box),
             self._opacity(track),
         )
+
+
+def _listed(array: np.ndarray | None) -> list | None:
+    return None if array is None else np.asarray(array, np.float64).tolist()
+
+
+def _array(values: list | None) -> np.ndarray | None:
+    return None if values is None else np.asarray(values, np.float64)
 
 
 def _iou(a: np.ndarray, b: np.ndarray) -> float:

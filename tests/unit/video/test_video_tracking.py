@@ -74,3 +74,20 @@ def test_one_euro_filter_is_steady_on_a_still_signal_and_follows_a_step():
     assert still == [10.0] * 5
     after_step = [smoother(np.array([20.0]))[0] for _ in range(25)]
     assert 10.0 < after_step[0] < 20.0 and after_step[-1] > 19.5
+
+
+def test_a_tracker_restored_from_its_state_continues_exactly_where_it_stopped():
+    import json
+
+    rng = np.random.default_rng(1)
+    frames = [_face((100 + 2.0 * i, 80), noise=rng.normal(0, 1.5, (5, 2))) for i in range(20)]
+    whole = FaceTracker(25.0, TrackingOptions())
+    expected = [whole.step([f]) for f in frames]
+    first = FaceTracker(25.0, TrackingOptions())
+    for f in frames[:10]:
+        first.step([f])
+    resumed = FaceTracker.from_state(25.0, TrackingOptions(), json.loads(json.dumps(first.state())))
+    for f, want in zip(frames[10:], expected[10:]):
+        got = resumed.step([f])
+        assert [(g.track_id, g.opacity) for g in got] == [(w.track_id, w.opacity) for w in want]
+        assert np.allclose(got[0].landmarks, want[0].landmarks)
