@@ -11,7 +11,7 @@ import pytest
 
 from deployments.common.engine import EngineInfo
 from deployments.common.weights import ModelStore, load_manifest
-from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalyzerEngine
+from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalysisPredictor
 from deployments.video.pipeline import FolderChunkStore, FrameResult, VideoOptions, transcode_video
 from deployments.video.probe import VideoLimits, probe_video
 from tests.unit.video.clips import make_clip
@@ -20,11 +20,11 @@ INVERT = EngineInfo("invert", neural=False)
 
 
 @pytest.fixture(scope="module")
-def analyzer(mediapipe_dir) -> FaceAnalyzerEngine:
+def analyzer(mediapipe_dir) -> FaceAnalysisPredictor:
     from serve_app.settings import Settings
 
     store = ModelStore(mediapipe_dir.parent, load_manifest(Settings().models_manifest))
-    return FaceAnalyzerEngine.from_store(store, FaceAnalysisConfig(num_threads=1))
+    return FaceAnalysisPredictor.from_store(store, FaceAnalysisConfig(num_threads=1))
 
 
 def _run(source: Path, work: Path, analyzer, process_frame, out: Path):
