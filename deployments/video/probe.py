@@ -16,6 +16,17 @@ from deployments.common.errors import CorruptVideo, UnsupportedVideo, VideoTooLa
 VIDEO_FORMATS = ("mov", "mp4", "m4a", "3gp", "3g2", "mj2", "matroska", "webm")
 
 
+# What a video file starts with: an ISO-BMFF ``ftyp`` box (mp4, mov, 3gp) or the EBML magic (mkv, webm).
+EBML_MAGIC = b"\x1a\x45\xdf\xa3"
+
+
+def looks_like_video(head: bytes) -> bool:
+    """True when the first bytes are those of a video container (sniffed by content, like images)."""
+    if head.startswith(EBML_MAGIC):
+        return True
+    return len(head) >= 12 and head[4:8] == b"ftyp" and head[8:12] not in (b"avif", b"avis", b"heic", b"heix", b"mif1")
+
+
 @dataclass(frozen=True)
 class VideoLimits:
     """Bounds of one video request; ``max_output_bytes`` is checked on the estimate before work and on the result."""

@@ -133,3 +133,17 @@ def test_display_rotation_is_applied_on_decode_and_kept_on_encode(tmp_path):
     with av.open(str(out)) as container:
         frame = next(container.decode(video=0))
         assert (frame.width, frame.height, frame.rotation) == (160, 96, 90)
+
+
+def test_videos_are_sniffed_by_content_and_still_images_are_not(tmp_path, astronaut_rgb):
+    from deployments.common.image import encode_image
+    from deployments.video.probe import looks_like_video
+
+    for fmt, codec in (("mp4", "libx264"), ("webm", "libvpx-vp9"), ("matroska", "mpeg4")):
+        clip = make_clip(
+            tmp_path / f"a.{fmt}", seconds=0.2, width=64, height=48, container_format=fmt, codec=codec, audio=None
+        )
+        assert looks_like_video(clip.read_bytes()[:64]), fmt
+    for fmt in ("jpeg", "png", "webp"):
+        assert not looks_like_video(encode_image(astronaut_rgb, fmt)[:64]), fmt
+    assert not looks_like_video(b"\x00\x00\x00\x1cftypavif" + b"\x00" * 20)  # an AVIF still image
