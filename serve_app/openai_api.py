@@ -4,7 +4,8 @@ official ``openai`` SDK with ``base_url=http://HOST:8000/v1``) work unchanged:
 - ``POST /v1/images/edits``: multipart ``image`` + ``prompt`` → the job the prompt asks for, in the Images API shape;
 - ``POST /v1/chat/completions``: a user message with text and an ``image_url`` → an assistant message holding the
   result as a Markdown image (data URL) and what was done; ``stream: true`` answers as server-sent events;
-- ``GET /v1/models`` (the route lives in ``routes/catalog.py``): :func:`openai_model_list` makes it an OpenAI model list too.
+- ``GET /v1/models`` (the route lives in ``routes/catalog.py``): :func:`openai_model_list` makes it an OpenAI
+  model list too.
 
 A client's ``model`` is ``portrait`` (the prompt decides), a job (``restore``, ``idphoto``, ``cartoon``) or a specific
 model of a job (``gpen-bfr-256``, ``dctnet-sketch-head``). Errors on the OpenAI routes have OpenAI's shape
