@@ -1,10 +1,12 @@
 """The official DCT-Net service's geometry, as plain functions (image contract: HxWx3 uint8 RGB).
 
-Whole image: shrink so the short side is at most 720 (``INTER_AREA``, never enlarged), pad bottom/right with white
-to multiples of 16, stylize, crop the padding away. Heads: 288 crops aligned with the ``dctnet-288`` template (white
-outside the photo), stylized, warped back through an elliptical soft mask, blended one after another; the result is
-resized to the input size. (The official pipeline pads a side that is already a multiple of 16 by 16 more pixels
-when the other is not; we pad each side only as needed. The padding is cropped away either way.)
+Whole image: shrink so the short side is at most 720 (``INTER_AREA``, never enlarged) and, beyond the official
+service, the long side at most 2048 (a 720x69000 strip would otherwise take ~25 GB of activations), pad bottom/right
+with white to multiples of 16 (both limits are multiples of 16, so the padded image stays within
+``admission.DCTNET_INPUT``), stylize, crop the padding away. Heads: 288 crops aligned with the ``dctnet-288``
+template (white outside the photo), stylized, warped back through an elliptical soft mask, blended one after
+another; the result is resized to the input size. (The official pipeline pads a side that is already a multiple of 16
+by 16 more pixels when the other is not; we pad each side only as needed. The padding is cropped away either way.)
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from deployments.common.admission import DCTNET_LONG_SIDE_PX, DCTNET_SHORT_SIDE_PX
 from deployments.common.affine import compose_affine, invert_affine, pixel_scale_affine
 from deployments.faces.paste import paste_back
 
-MAX_SHORT_SIDE_PX = 720
 SIZE_MULTIPLE_PX = 16
 HEAD_SIZE_PX = 288
 PAD_VALUE = 255
@@ -38,7 +40,7 @@ class PreparedImage:
 
 def prepare_background(rgb: np.ndarray) -> PreparedImage:
     height, width = rgb.shape[:2]
-    scale = min(1.0, MAX_SHORT_SIDE_PX / min(height, width))
+    scale = min(1.0, DCTNET_SHORT_SIDE_PX / min(height, width), DCTNET_LONG_SIDE_PX / max(height, width))
     if scale < 1.0:
         size_wh = (max(1, int(round(width * scale))), max(1, int(round(height * scale))))
         resized = cv2.resize(rgb, size_wh, interpolation=cv2.INTER_AREA)

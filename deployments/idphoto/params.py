@@ -14,11 +14,12 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from deployments.common.admission import IDPHOTO_OUTPUT
 from deployments.common.errors import InternalError, InvalidParameter
 from deployments.common.params import JobParams
 from deployments.common.params import parse_params as parse_job_params
 from deployments.idphoto.matte import DEFAULT_MATTING, Matting
-from deployments.idphoto.specs import IdSpec, custom_spec, default_specs
+from deployments.idphoto.specs import IdSpec, custom_spec, default_specs, mm_to_px
 
 NAMED_COLOURS: dict[str, str] = {
     "white": "#ffffff",
@@ -111,6 +112,11 @@ class IdPhotoParams(JobParams):
             raise ValueError("spec and a custom size (width_px/height_px or width_mm/height_mm) exclude each other")
         if self.spec is not None and "dpi" in self.model_fields_set:
             raise ValueError("dpi applies to a custom size; a preset carries its own DPI")
+        if mm[0] is not None:
+            px = (mm_to_px(mm[0], self.dpi), mm_to_px(mm[1], self.dpi))
+        too_large = IDPHOTO_OUTPUT.problem(*px) if px[0] is not None else None
+        if too_large is not None:
+            raise ValueError(f"{too_large}: ask for fewer millimetres, a lower dpi or fewer pixels")
         if self.background == TRANSPARENT:
             if self.format != "png":
                 raise ValueError("background=transparent needs format=png (JPEG has no alpha channel)")

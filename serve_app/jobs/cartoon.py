@@ -9,6 +9,7 @@ from typing import Any
 from deployments.cartoon.compose import compose_cartoon, prepare_background
 from deployments.cartoon.params import CartoonParams
 from deployments.cartoon.types import StyleJob
+from deployments.common.admission import CARTOON_OUTPUT
 from deployments.common.params import parse_params
 from deployments.faces.align import align_all
 from serve_app.backend import Backend
@@ -25,7 +26,7 @@ def parse_cartoon_params(fields: Mapping[str, Any], context: JobContext) -> Cart
 async def cartoonize_photo(backend: Backend, data: bytes, params: CartoonParams, context: JobContext) -> JobResult:
     timings = Timings()
     with timings.stage("decode"):
-        source = await decode_upload(data, context.limits)
+        source = await decode_upload(data, context.limits, CARTOON_OUTPUT)
     with timings.stage("prepare"):
         prepared = await asyncio.to_thread(prepare_background, source.rgb)
     with timings.stage("analyze+background"):

@@ -11,6 +11,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from deployments.cartoon.styles import cartoon_styles
+from deployments.common.admission import PixelCap
+from deployments.common.errors import ImageTooManyPixels
 from deployments.common.image import DecodedImage, decode_image
 from deployments.common.weights import ModelSpec, load_manifest
 from deployments.idphoto.specs import IdSpec, load_specs
@@ -73,8 +75,20 @@ class Timings:
             self.ms[name] = round(self.ms.get(name, 0.0) + (time.perf_counter() - start) * 1000.0, 2)
 
 
-async def decode_upload(data: bytes, limits: Limits, *, min_side_px: int | None = None) -> DecodedImage:
-    """Decode in a worker thread, so the ingress event loop keeps answering (``min_side_px``: see ``decode_image``)."""
-    return await asyncio.to_thread(
-        decode_image, data, max_bytes=limits.max_bytes, max_pixels=limits.max_pixels, min_side_px=min_side_px
-    )
+async def decode_upload(data: bytes, limits: Limits, cap: PixelCap, *, min_side_px: int | None = None) -> DecodedImage:
+    """Decode in a worker thread, so the ingress event loop keeps answering; an image over the decode limit or the
+    job's own ``cap`` (``deployments.common.admission``) is refused from its header, the 413 naming the cap it broke
+    (``min_side_px``: see ``decode_image``)."""
+    try:
+        return await asyncio.to_thread(
+            decode_image,
+            data,
+            max_bytes=limits.max_bytes,
+            max_pixels=min(limits.max_pixels, cap.max_pixels),
+            min_side_px=min_side_px,
+        )
+    except ImageTooManyPixels as exc:
+        width, height = exc.details.get("width"), exc.details.get("height")
+        if width is None or height is None or cap.max_pixels >= limits.max_pixels:
+            raise  # the decode limit is the one it broke
+        raise cap.refusal(width, height) from exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from deployments.common.admission import PHOTO_STAGE_INPUT
 from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.schemas import FaceOut, FacesOut
@@ -11,7 +12,7 @@ async def find_faces(backend: Backend, data: bytes, context: JobContext, engine:
     """``engine``: the analyzer's label from the manifest (the routes read it once)."""
     timings = Timings()
     with timings.stage("decode"):
-        image = await decode_upload(data, context.limits)
+        image = await decode_upload(data, context.limits, PHOTO_STAGE_INPUT)
     with timings.stage("analyze"):
         faces = await backend.analyze_faces(image.rgb)
     return FacesOut(

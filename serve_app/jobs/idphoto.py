@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from deployments.common.admission import PHOTO_STAGE_INPUT
 from deployments.idphoto.params import IdPhotoParams, parse_params
 from deployments.idphoto.pipeline import make_id_photo, source_min_side_px
 from serve_app.backend import Backend
@@ -21,7 +22,7 @@ async def make_id_photo_job(backend: Backend, data: bytes, params: IdPhotoParams
     timings = Timings()
     spec = params.resolve_spec(context.id_specs)
     with timings.stage("decode"):
-        source = await decode_upload(data, context.limits, min_side_px=source_min_side_px(spec))
+        source = await decode_upload(data, context.limits, PHOTO_STAGE_INPUT, min_side_px=source_min_side_px(spec))
     with timings.stage("analyze+segment"):
         faces, low_matte = await asyncio.gather(
             backend.analyze_faces(source.rgb), backend.segment_portrait(source.rgb, params.matting)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from deployments.common.admission import restore_input_cap
 from deployments.common.engine import EngineInfo
 from deployments.common.image import DecodedImage
 from deployments.common.params import parse_params
@@ -43,7 +44,7 @@ async def upscale_background(
 async def restore_photo(backend: Backend, data: bytes, params: RestoreParams, context: JobContext) -> JobResult:
     timings = Timings()
     with timings.stage("decode"):
-        source: DecodedImage = await decode_upload(data, context.limits)
+        source: DecodedImage = await decode_upload(data, context.limits, restore_input_cap(params.upscale))
     model = params.model or await backend.default_restore_model()
     with timings.stage("analyze"):
         faces = await backend.analyze_faces(source.rgb)
