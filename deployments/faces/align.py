@@ -1,5 +1,10 @@
 """Face alignment to named 5-point templates (similarity transform, no reflection).
 
+Each template is fitted the way its network's official inference fits it: GPEN and DCT-Net by least squares over all
+five points, facexlib and CodeFormer (the ffhq-512 crops of GFPGAN and CodeFormer) by OpenCV's robust
+``estimateAffinePartial2D(..., method=cv2.LMEDS)``, which drops points off the consensus (a mouth corner the
+landmarker misplaced) and so moves the crop by up to a few pixels where least squares would not.
+
 Templates are in crop pixel-index coordinates, in ``Face.landmarks`` order (image-left eye, image-right eye, nose tip,
 image-left mouth corner, image-right mouth corner); the matrices returned map original-image pixel indices to crop
 pixel indices, the ``cv2.warpAffine`` convention, so ``paste.paste_back`` can invert them exactly.
@@ -41,12 +46,20 @@ FFHQ_512 = np.array(
 
 @dataclass(frozen=True, eq=False)
 class AlignTemplate:
-    """A named crop: its size and where the five points land; ``border_rgb`` fills outside the image."""
+    """A named crop: its size and where the five points land; ``border_rgb`` fills outside the image; ``robust_fit``
+    fits the points with LMedS as facexlib does, else by least squares."""
 
     name: str
     size_px: int
     points: np.ndarray
     border_rgb: tuple[int, int, int] = (0, 0, 0)
+    robust_fit: bool = False
+
+    def fit(self, landmarks: np.ndarray) -> np.ndarray:
+        """The 2x3 image->crop matrix for ``landmarks`` ``(5, 2)``, fitted as this template's official code does."""
+        if self.robust_fit:
+            return estimate_similarity_lmeds(landmarks, self.points)
+        return estimate_similarity(np.reshape(landmarks, (-1, 2)), self.points)
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,7 +92,7 @@ TEMPLATES: dict[str, AlignTemplate] = {
         AlignTemplate("gpen-256", 256, gpen_points(256)),
         AlignTemplate("gpen-512", 512, gpen_points(512)),
         AlignTemplate("gpen-1024", 1024, gpen_points(1024)),
-        AlignTemplate("ffhq-512", 512, FFHQ_512.copy(), border_rgb=(132, 133, 135)),
+        AlignTemplate("ffhq-512", 512, FFHQ_512.copy(), border_rgb=(132, 133, 135), robust_fit=True),
         # The official pipeline fills outside the photo with white.
         AlignTemplate("dctnet-288", 288, dctnet_points(288), border_rgb=(255, 255, 255)),
     )
@@ -120,11 +133,24 @@ def estimate_similarity(src_pts: np.ndarray, dst_pts: np.ndarray) -> np.ndarray:
     return matrix
 
 
+def estimate_similarity_lmeds(src_pts: np.ndarray, dst_pts: np.ndarray) -> np.ndarray:
+    """facexlib's and CodeFormer's fit, call for call: ``cv2.estimateAffinePartial2D(float32 landmarks, template,
+    method=cv2.LMEDS)`` (OpenCV's LMedS draws from a fixed seed: deterministic). Returns a 2x3 float64 matrix."""
+    src = np.asarray(src_pts, dtype=np.float32).reshape(-1, 2)
+    dst = np.asarray(dst_pts)
+    if len(src) < 2 or src.shape != dst.shape:
+        raise InvalidParameter(f"need two matching (N>=2, 2) point sets, got {src.shape} and {dst.shape}")
+    matrix, _ = cv2.estimateAffinePartial2D(src, dst, method=cv2.LMEDS)
+    if matrix is None:
+        raise InvalidParameter("landmarks admit no similarity transform (degenerate points)")
+    return matrix
+
+
 def align_face(image_rgb: np.ndarray, landmarks: np.ndarray, template: AlignTemplate | str) -> AlignedFace:
     """Warp one face to ``template`` (a registry name or an ``AlignTemplate``)."""
     if isinstance(template, str):
         template = get_template(template)
-    matrix = estimate_similarity(np.asarray(landmarks, dtype=np.float64).reshape(-1, 2), template.points)
+    matrix = template.fit(landmarks)
     crop = cv2.warpAffine(
         image_rgb,
         matrix,

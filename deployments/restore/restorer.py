@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import cv2
 import numpy as np
 from torch import nn
 
@@ -25,6 +26,7 @@ from deployments.restore.classic import restore_face_classic
 from deployments.restore.codeformer import load_codeformer
 from deployments.restore.gfpgan import load_gfpgan
 from deployments.restore.gpen import load_gpen
+from deployments.restore.gray import match_gray
 from deployments.restore.inference import restore_batch
 from deployments.restore.types import FaceToRestore, RestoredFace
 
@@ -40,12 +42,13 @@ class Architecture:
     load: Callable[[Path], nn.Module]
     takes_fidelity: bool = False  # CodeFormer's ``w``
     round_output: bool = False  # basicsr's ``tensor2img`` rounds; GPEN's demo truncates
+    keeps_gray: bool = False  # CodeFormer's inference returns a gray photo's faces gray (``gray.match_gray``)
 
 
 ARCHITECTURES: dict[str, Architecture] = {
     "gpen": Architecture(load=load_gpen),
     "gfpgan": Architecture(load=load_gfpgan, round_output=True),
-    "codeformer": Architecture(load=load_codeformer, takes_fidelity=True, round_output=True),
+    "codeformer": Architecture(load=load_codeformer, takes_fidelity=True, round_output=True, keeps_gray=True),
 }
 
 
@@ -105,4 +108,15 @@ class RestorationPredictor:
             autocast_dtype=self.options.autocast_dtype,
             channels_last=self.options.channels_last and self.device.type == "cuda",
         )
+        if self._architecture.keeps_gray:
+            restored = [keep_gray(face, out) for face, out in zip(faces, restored)]
         return [RestoredFace(face, self.info) for face in restored]
+
+
+def keep_gray(face: FaceToRestore, restored_rgb: np.ndarray) -> np.ndarray:
+    """``restored_rgb`` gray and matched to the input crop (at the restored size) when the photo was gray."""
+    if not face.from_gray_photo:
+        return restored_rgb
+    size = restored_rgb.shape[1], restored_rgb.shape[0]
+    crop = face.crop if face.crop.shape[:2] == restored_rgb.shape[:2] else cv2.resize(face.crop, size)
+    return match_gray(restored_rgb, crop)

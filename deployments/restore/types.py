@@ -19,10 +19,12 @@ class RestoredFace:
 
 @dataclass(frozen=True, eq=False)
 class FaceToRestore:
-    """One aligned crop (HxWx3 uint8 RGB at the restorer's template size) and the fidelity CodeFormer would use."""
+    """One aligned crop (HxWx3 uint8 RGB at the restorer's template size), the fidelity CodeFormer would use, and
+    whether the photo it comes from is gray (``gray.is_gray``: CodeFormer then returns the face gray)."""
 
     crop: np.ndarray
     fidelity: float = 0.5
+    from_gray_photo: bool = False
 
 
 @dataclass(frozen=True, eq=False)

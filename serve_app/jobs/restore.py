@@ -16,6 +16,7 @@ from deployments.common.image import DecodedImage
 from deployments.common.params import parse_params
 from deployments.common.upscale import upscale_image
 from deployments.faces.align import align_all
+from deployments.restore.gray import is_gray
 from deployments.restore.params import RestoreParams
 from deployments.restore.pipeline import composite, select_faces, upscale_tiled
 from deployments.restore.types import FaceToRestore
@@ -46,15 +47,15 @@ async def restore_photo(backend: Backend, data: bytes, params: RestoreParams, co
     with timings.stage("decode"):
         source: DecodedImage = await decode_upload(data, context.limits, restore_input_cap(params.upscale))
     model = params.model or await backend.default_restore_model()
-    with timings.stage("analyze"):
-        faces = await backend.analyze_faces(source.rgb)
+    with timings.stage("analyze"):  # is the photo black and white? (CodeFormer then keeps its faces gray)
+        faces, gray = await asyncio.gather(backend.analyze_faces(source.rgb), asyncio.to_thread(is_gray, source.rgb))
     chosen = select_faces(faces, source.width, source.height, params)
     with timings.stage("align"):
         aligned = await asyncio.to_thread(align_all, source.rgb, chosen, backend.restore_template(model))
     with timings.stage("restore"):  # the background upscale runs meanwhile
         restored, (base, background) = await asyncio.gather(
             asyncio.gather(
-                *(backend.restore_face(FaceToRestore(a.crop, params.fidelity_for(model)), model) for a in aligned)
+                *(backend.restore_face(FaceToRestore(a.crop, params.fidelity_for(model), gray), model) for a in aligned)
             ),
             upscale_background(backend, source.rgb, params),
         )
