@@ -16,35 +16,13 @@ from deployments.restore.codeformer import (
     build_codeformer,
     load_codeformer,
 )
+from tests.codeformer_samples import TINY_CODEFORMER as TINY
+from tests.codeformer_samples import randomized_codeformer as randomized
 from tests.key_lists import KEY_LISTS, layout, read_key_list
 
 KEY_LIST = KEY_LISTS / "codeformer" / "codeformer_keys.txt"
 # Parameter count of the official CodeFormer as inference_codeformer.py builds it (it has no buffers).
 OFFICIAL_PARAMETERS = 94_112_707
-# Every part of the real architecture at 64 px: two code-grid attention blocks, one transformer layer, fusion at two
-# resolutions, widths that change between levels (so the 1×1 shortcut convs exist).
-TINY = CodeFormerConfig(
-    size_px=64,
-    base_channels=32,
-    channel_mults=(1, 1, 2, 2),
-    attn_resolutions=(8,),
-    codebook_size=16,
-    code_dim=16,
-    embed_dim=32,
-    n_head=2,
-    n_layers=1,
-    connect_resolutions=(16, 32),
-)
-
-
-def randomized(config: CodeFormerConfig, seed: int = 0) -> CodeFormer:
-    """A model whose biases, norms and position embedding are random too (they start constant), so all paths count."""
-    torch.manual_seed(seed)
-    model = build_codeformer(config).eval().requires_grad_(False)
-    for name, param in model.named_parameters():
-        if param.ndim == 1 or name == "position_emb":
-            param.add_(torch.randn_like(param) * 0.1)
-    return model
 
 
 @pytest.fixture(scope="module")

@@ -17,22 +17,11 @@ from PIL import Image
 
 from deployments.common.weights import ModelSpec, ModelStore
 from deployments.restore import restorer
-from deployments.restore.codeformer import CodeFormerConfig, build_codeformer, load_codeformer
+from deployments.restore.codeformer import load_codeformer
 from deployments.restore.gray import is_gray, match_gray
 from deployments.restore.types import FaceToRestore
-
-TINY = CodeFormerConfig(
-    size_px=64,
-    base_channels=32,
-    channel_mults=(1, 1, 2, 2),
-    attn_resolutions=(8,),
-    codebook_size=16,
-    code_dim=16,
-    embed_dim=32,
-    n_head=2,
-    n_layers=1,
-    connect_resolutions=(16, 32),
-)
+from tests.codeformer_samples import TINY_CODEFORMER as TINY
+from tests.codeformer_samples import randomized_codeformer
 
 
 def official_is_gray(img: np.ndarray, threshold: float = 10) -> bool:
@@ -68,10 +57,9 @@ def gray_face(astronaut_rgb) -> np.ndarray:
 @pytest.fixture
 def codeformer_predictor(tmp_path: Path, monkeypatch) -> restorer.RestorationPredictor:
     """The restorer engine serving a random-weight CodeFormer (small config) from a store, as a replica would."""
-    torch.manual_seed(3)
     path = tmp_path / "codeformer" / "codeformer.pth"
     path.parent.mkdir()
-    torch.save({"params_ema": build_codeformer(TINY).state_dict()}, path)
+    torch.save({"params_ema": randomized_codeformer(TINY, seed=3).state_dict()}, path)
     spec = ModelSpec(
         name="codeformer",
         task="face_restoration",
