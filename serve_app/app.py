@@ -12,6 +12,7 @@ from deployments.faces.deployment import FaceAnalyzer
 from deployments.idphoto.deployment import PortraitMatter
 from deployments.restore.deployment import BackgroundUpscaler, FaceRestorer
 from deployments.restore.params import RESTORE_MODELS
+from serve_app.auth import AuthConfig
 from serve_app.bucket.deployment import BucketRunner
 from serve_app.handles import Stages
 from serve_app.ingress import Ingress
@@ -38,6 +39,9 @@ class AppArgs(BaseModel):
     # Plain-language requests (/v1/instructions, the OpenAI-compatible routes): the rule engine, or a language model
     # behind an OpenAI-compatible endpoint ({engine: llm, llm: {base_url, model, timeout_s}}); README "Ask in words".
     instructions: InstructionsConfig = Field(default_factory=InstructionsConfig)
+    # API keys ({keys: [{id, sha256, rate_per_s, burst, daily_quota, tasks, callback_secret}], keys_file}); README
+    # "Keys and quotas". Without keys every route is open, as on a laptop.
+    auth: AuthConfig = Field(default_factory=AuthConfig)
 
 
 def build_app(args: dict[str, Any] | None = None) -> Application:
@@ -55,4 +59,4 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
         upscaler=BackgroundUpscaler.bind(),
     )
     runner = BucketRunner.bind(stages=stages) if options.bucket_runner else None
-    return Ingress.bind(stages=stages, bucket_runner=runner, instructions=options.instructions)
+    return Ingress.bind(stages=stages, bucket_runner=runner, instructions=options.instructions, auth=options.auth)

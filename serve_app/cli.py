@@ -1,5 +1,5 @@
 """``portrait``: the command line. ``portrait models list|pull`` manages the model store; ``portrait process``
-runs a job over objects already in a bucket or folder."""
+runs a job over objects already in a bucket or folder; ``portrait keys create`` makes an API key."""
 
 from __future__ import annotations
 
@@ -205,6 +205,17 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_argument("--target-id", default="portrait", help="MinIO's webhook target id (arn:minio:sqs::ID:webhook)")
     setup.add_argument("--arn", help="notify this existing target instead (skips the webhook set-up)")
     setup.set_defaults(run=_buckets_setup)
+    keys = commands.add_parser("keys", help="API keys (README: Keys and quotas)").add_subparsers(
+        dest="action", required=True
+    )
+    create = keys.add_parser("create", help="print a new key once, and the entry to paste under args.auth.keys")
+    create.add_argument("--id", required=True, help="the customer's name: labels metrics, owns jobs")
+    create.add_argument("--rate-per-s", type=float, help="sustained requests per second")
+    create.add_argument("--burst", type=int, help="requests allowed at once")
+    create.add_argument("--daily-quota", type=int, help="jobs per UTC day")
+    create.add_argument("--tasks", help="comma-separated jobs the key may run (default: every job)")
+    create.add_argument("--callback-secret", action="store_true", help="add a secret that signs this key's callbacks")
+    create.set_defaults(run=_keys_create)
     return parser
 
 
@@ -234,6 +245,32 @@ def _buckets_setup(settings: Settings, args: argparse.Namespace) -> int:
         webhook = WebhookTarget(args.target_id, args.webhook_endpoint, args.token)
     for line in setup_buckets(table.routes, webhook=webhook, arn=args.arn):
         print(line)
+    return 0
+
+
+def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
+    """A new API key, printed once, and the entry (its sha256, never the key) to paste under ``args.auth.keys``."""
+    import secrets
+
+    import yaml
+
+    from serve_app.auth import ApiKeyIn, hash_key, new_key
+
+    key = new_key()
+    entry = {
+        "id": args.id,
+        "sha256": hash_key(key),
+        "rate_per_s": args.rate_per_s,
+        "burst": args.burst,
+        "daily_quota": args.daily_quota,
+        "tasks": args.tasks.split(",") if args.tasks else None,
+        "callback_secret": secrets.token_hex(32) if args.callback_secret else None,
+    }
+    entry = {name: value for name, value in entry.items() if value is not None}
+    ApiKeyIn.model_validate(entry)  # the entry the service will read: refused here, not at deploy time
+    print(f"key (shown once; give it to {args.id}): {key}")
+    print("entry for args.auth.keys (or args.auth.keys_file):")
+    print(yaml.safe_dump([entry], sort_keys=False, allow_unicode=True).rstrip())
     return 0
 
 

@@ -27,6 +27,7 @@ from deployments.common.weights import ModelSpec
 from deployments.faces.types import Face
 from deployments.idphoto.matte import MATTING_MODES, LowResMatte, MatteRequest, Matting
 from deployments.restore.types import BackgroundEngine, FaceToRestore, RestoredFace, TileToUpscale, UpscaledTile
+from serve_app.auth.caller import caller_id
 from serve_app.backend import matte_engine_info, restore_template
 from serve_app.health import HealthAggregator, ReplicaCount, ReplicaCounts, replica_counts_of
 
@@ -145,7 +146,7 @@ class HandleBackend:
         self._health.watch(name, handle)
 
     def observe_job(self, task: str, outcome: str, engine: str, bytes_in: int, bytes_out: int) -> None:
-        record_job(task, outcome, engine, bytes_in, bytes_out)
+        record_job(task, outcome, engine, bytes_in, bytes_out, key=caller_id())
 
     @staticmethod
     def _pick(handles: dict[str, DeploymentHandle], model: str) -> DeploymentHandle:

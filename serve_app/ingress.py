@@ -7,11 +7,16 @@ Imports no torch (each ingress replica would pay ~140 MiB for it): the model cod
 import logging
 from typing import Any
 
+import ray
 from ray import serve
+from ray.serve._private.constants import SERVE_CONTROLLER_NAME, SERVE_NAMESPACE
 from ray.serve.handle import DeploymentHandle
 
+from serve_app.auth import AuthConfig, Gate, load_keys, warn_when_open
+from serve_app.auth.deployment import RayLimiter
 from serve_app.handles import BucketRunnerClient, HandleBackend, ServeReplicaCounts, Stages
 from serve_app.instructions import InstructionsConfig
+from serve_app.jobs import JOBS
 from serve_app.routes import create_api
 from serve_app.settings import get_settings
 
@@ -33,8 +38,14 @@ class Ingress:
         stages: Stages,
         bucket_runner: DeploymentHandle | None = None,
         instructions: InstructionsConfig | None = None,
+        auth: AuthConfig | None = None,
     ) -> None:
         self._instructions = instructions or InstructionsConfig()
+        keys = load_keys(auth or AuthConfig())
+        keys.check_tasks(JOBS)
+        # The limits live in one named actor every replica shares; without keys there is nothing to limit.
+        self._gate = Gate(keys, RayLimiter()) if len(keys) else None
+        warn_when_open(keys, _http_host())
         self._settings = get_settings()
         self._backend = IngressBackend(
             stages,
@@ -54,4 +65,11 @@ class Ingress:
         api.state.settings = self._settings
         api.state.event_sink = self._event_sink
         api.state.instructions = self._instructions
+        api.state.gate = self._gate
         return api
+
+
+def _http_host() -> str:
+    """The address Serve's proxies listen on (``http_options.host``)."""
+    controller = ray.get_actor(SERVE_CONTROLLER_NAME, namespace=SERVE_NAMESPACE)
+    return str(ray.get(controller.get_http_config.remote()).host)

@@ -133,7 +133,9 @@ def _faces() -> metrics.Histogram:
 @cache
 def _jobs() -> metrics.Counter:
     return metrics.Counter(
-        "portrait_jobs", description="finished jobs by task, outcome and engine", tag_keys=("task", "outcome", "engine")
+        "portrait_jobs",
+        description="finished jobs by task, outcome, engine and API key",
+        tag_keys=("task", "outcome", "engine", "key"),
     )
 
 
@@ -171,9 +173,9 @@ def record_faces(counts: list[int]) -> None:
         _faces().observe(count)
 
 
-def record_job(task: str, outcome: str, engine: str, bytes_in: int, bytes_out: int) -> None:
-    """``outcome``: ``ok`` or an error code (``unsupported_image``, ``no_face``...)."""
-    _jobs().inc(1, tags={"task": task, "outcome": outcome, "engine": engine})
+def record_job(task: str, outcome: str, engine: str, bytes_in: int, bytes_out: int, *, key: str) -> None:
+    """``outcome``: ``ok`` or an error code (``unsupported_image``, ``no_face``...); ``key``: the API key's id."""
+    _jobs().inc(1, tags={"task": task, "outcome": outcome, "engine": engine, "key": key})
     _bytes().observe(bytes_in, tags={"task": task, "direction": "in"})
     if bytes_out:
         _bytes().observe(bytes_out, tags={"task": task, "direction": "out"})

@@ -16,6 +16,7 @@ from deployments.common.errors import InvalidParameter, PortraitError
 from deployments.common.params import JobParams
 from deployments.idphoto.params import IdPhotoParams
 from deployments.restore.params import RestoreParams
+from serve_app.auth.caller import require_task
 from serve_app.backend import Backend
 from serve_app.jobs import cartoon, idphoto, restore
 from serve_app.jobs.context import JobContext, Limits, job_context
@@ -50,7 +51,9 @@ def parse_job_params(task: str, fields: Mapping[str, Any], context: JobContext) 
 
 
 async def run_job(backend: Backend, task: str, data: bytes, params: JobParams, context: JobContext) -> JobResult:
-    """Run one job; every outcome (``ok`` or the error code) is counted through ``backend.observe_job``."""
+    """Run one job for the current caller (403 when its key may not run ``task``); every outcome (``ok`` or the error
+    code) is counted through ``backend.observe_job``."""
+    require_task(task)
     try:
         result = await job_kind(task).run(backend, data, params, context)
     except PortraitError as exc:

@@ -4,6 +4,8 @@ arrives through ``app.state``."""
 from fastapi import FastAPI
 
 from serve_app import __version__
+from serve_app.auth import install_key_guard
+from serve_app.auth.routes import router as usage_routes
 from serve_app.bucket.webhook import install_event_routes
 from serve_app.errors import install_error_handlers
 from serve_app.openai_api import router as plain_language_routes
@@ -21,10 +23,12 @@ def create_api() -> FastAPI:
         description="Face restoration, ID photos and cartoonization on Ray Serve.",
     )
     install_error_handlers(api)
+    install_key_guard(api)  # API keys, when configured: before any route
     install_event_routes(api)
     install_web_page(api)
     api.include_router(plain_language_routes)  # /v1/instructions and the OpenAI-compatible routes
     api.include_router(health_routes)
     api.include_router(catalog_routes)
     api.include_router(job_routes)
+    api.include_router(usage_routes)
     return api

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 from deployments.common.weights import fix_command
 from serve_app import __version__
 from serve_app.app_state import backend_of
+from serve_app.auth import shows_details
 from serve_app.health import fallbacks_of, overall_status
 from serve_app.schemas import HealthOut
 
@@ -19,10 +20,12 @@ router = APIRouter(tags=["operations"])
 async def healthz(request: Request) -> JSONResponse:
     """Readiness: every deployment asked within ``PORTRAIT_HEALTH_TIMEOUT_S``; 200 when ``ok`` or ``degraded``,
     503 when ``failing`` (a deployment a job needs has no running replica or does not answer). For load
-    balancers; ``/livez`` is the liveness probe."""
+    balancers; ``/livez`` is the liveness probe. With API keys configured, only a key sees more than ``status``."""
     deployments = await backend_of(request).health()
     models = [model for report in deployments.values() for model in report.get("models", [])]
     status = overall_status(deployments)
+    if not shows_details(request):  # API keys configured and none sent: the verdict only
+        return JSONResponse({"status": status}, status_code=503 if status == "failing" else 200)
     fallbacks = fallbacks_of(deployments)
     missing = [name for fallback in fallbacks for name in fallback.missing_models]
     body = HealthOut(

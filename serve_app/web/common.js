@@ -43,14 +43,44 @@ function parseAnswer(status, text) {
 
 const NETWORK_ERROR = { ok: false, status: 0, code: "network_error", message: null, body: null };
 
+// ---------------------------------------------------------------- the API key, when the service asks for one
+
+const KEY_STORAGE = "portrait.apiKey";
+let keyDeclined = false; // asked once and cancelled: do not ask again until the page reloads
+
+function storedKey() {
+  return localStorage.getItem(KEY_STORAGE) || "";
+}
+
+function keyHeaders(key) {
+  return key ? { Authorization: `Bearer ${key}` } : {};
+}
+
+/** After a 401 for a request sent with ``sentKey``: whether to send it again. Asks for a key once, keeps it in the
+ * browser; when another request already got a new key meanwhile, just retries with it. */
+function keyForRetry(sentKey) {
+  if (storedKey() !== sentKey) return true;
+  if (keyDeclined) return false;
+  const given = (window.prompt(t("key.prompt")) || "").trim();
+  if (!given) {
+    keyDeclined = true;
+    return false;
+  }
+  localStorage.setItem(KEY_STORAGE, given);
+  return true;
+}
+
 async function request(url, options = {}) {
+  const key = storedKey();
   let answer;
   try {
-    answer = await fetch(url, { ...options, headers: { Accept: "application/json", ...options.headers } });
+    const headers = { Accept: "application/json", ...keyHeaders(key), ...options.headers };
+    answer = await fetch(url, { ...options, headers });
   } catch {
     return NETWORK_ERROR;
   }
-  return parseAnswer(answer.status, await answer.text());
+  const parsed = parseAnswer(answer.status, await answer.text());
+  return parsed.status === 401 && keyForRetry(key) ? request(url, options) : parsed;
 }
 
 /** What went wrong, in the current language (the API's message, in English, is shown beside it). */

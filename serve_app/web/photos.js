@@ -147,15 +147,20 @@ function sendJob(file, job, fields, on) {
   const form = new FormData();
   form.append("image", file, file.name);
   fields.forEach(([name, value]) => form.append(name, value));
+  const key = storedKey();
   return new Promise((resolve) => {
     const xhr = new XMLHttpRequest();
     xhr.open("POST", ROUTES[job]);
     xhr.setRequestHeader("Accept", "application/json");
+    if (key) xhr.setRequestHeader("Authorization", `Bearer ${key}`);
     xhr.upload.addEventListener("progress", (event) => {
       if (event.lengthComputable) on.uploading(Math.round((100 * event.loaded) / event.total));
     });
     xhr.upload.addEventListener("load", on.processing);
-    xhr.addEventListener("load", () => resolve(parseAnswer(xhr.status, xhr.responseText)));
+    xhr.addEventListener("load", () => {
+      const answer = parseAnswer(xhr.status, xhr.responseText);
+      resolve(answer.status === 401 && keyForRetry(key) ? sendJob(file, job, fields, on) : answer);
+    });
     xhr.addEventListener("error", () => resolve(NETWORK_ERROR));
     xhr.send(form);
   });
