@@ -23,12 +23,14 @@ globalThis.fetch = async (url, options) => {
   const auth = options.headers.Authorization || null;
   sent.push([url, auth]);
   const ok = auth === "Bearer pk_given";
-  return { status: ok ? 200 : 401, text: async () => JSON.stringify(ok ? { fine: true } : { error: { code: "unauthorized", message: "m" } }) };
+  const body = ok ? { fine: true } : { error: { code: "unauthorized", message: "m" } };
+  return { status: ok ? 200 : 401, text: async () => JSON.stringify(body) };
 };
 (async () => {
   const answers = await Promise.all([request("/v1/idphoto/specs"), request("/v1/cartoon/styles")]);
   const later = await request("/v1/models");
-  console.log(JSON.stringify({ prompts, sent, statuses: [...answers, later].map((a) => a.status), kept: store.get("portrait.apiKey") }));
+  const statuses = [...answers, later].map((a) => a.status);
+  console.log(JSON.stringify({ prompts, sent, statuses, kept: store.get("portrait.apiKey") }));
 })();
 """
 
