@@ -10,7 +10,7 @@ import json
 import numpy as np
 from PIL import Image
 
-from bench.hosted.keys_check import FULL, check_keys, key_entries
+from bench.hosted.keys_check import check_keys, key_entries
 from bench.hosted.service import running_service
 
 
@@ -28,7 +28,7 @@ def main() -> None:
     parser.add_argument("--rate-requests", type=int, default=40)
     parser.parse_args()
     args = {"auth": {"keys": key_entries()}}
-    with running_service(args, {}, probe_key=FULL) as url:
+    with running_service(args, {}) as url:
         figures = asyncio.run(check_keys(url, small_photo()))
         print(json.dumps(figures.__dict__, indent=2))
 
