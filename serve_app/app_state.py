@@ -7,10 +7,17 @@ from serve_app.backend import Backend
 from serve_app.settings import Settings, get_settings
 
 
+class ServiceStarting(ServiceError):
+    """A request arrived before the backend was attached: 503 with ``Retry-After``, worth retrying in seconds."""
+
+    code = "unavailable"
+    http_status = 503
+
+
 def backend_of(request: Request) -> Backend:
     backend = getattr(request.app.state, "backend", None)
     if backend is None:
-        raise ServiceError("the service is starting: no backend is attached yet")
+        raise ServiceStarting("the service is starting: no backend is attached yet; retry in a few seconds")
     return backend
 
 

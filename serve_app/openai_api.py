@@ -29,6 +29,7 @@ from deployments.common.errors import InvalidParameter
 from deployments.common.weights import ModelSpec
 from serve_app.app_state import backend_of, settings_of
 from serve_app.chat_messages import IN_MESSAGES, image_from_url, read_chat_request, text_and_image_url
+from serve_app.deadlines import within_request_timeout
 from serve_app.instructions import Instruction, InstructionInterpreter, InstructionsConfig, JobHint, build_interpreter
 from serve_app.instructions.vocabulary import enum_values
 from serve_app.jobs import JOBS, JobContext, job_context, parse_job_params, run_job
@@ -123,13 +124,15 @@ async def _run_prompt(
     request: Request, prompt: str, image: bytes, model: str, overrides: Mapping[str, Any] | None = None
 ) -> tuple[Instruction, JobResult]:
     """Interpret, then run the job; ``overrides`` are options the client sent beside the prompt (``output_format``)."""
-    context = job_context(settings_of(request))
+    settings = settings_of(request)
+    context = job_context(settings)
     hint = _hint(request, model, context)
     instruction = await _interpreter(request, context).interpret(prompt, hint)
     if overrides:
         params = parse_job_params(instruction.task, {**instruction.fields(), **overrides}, context)
         instruction = dataclasses.replace(instruction, params=params)
-    result = await run_job(backend_of(request), instruction.task, image, instruction.params, context)
+    job = run_job(backend_of(request), instruction.task, image, instruction.params, context)
+    result = await within_request_timeout(job, settings)
     return instruction, result
 
 

@@ -48,7 +48,7 @@ def build_interpreter(config: InstructionsConfig, context: JobContext) -> Instru
     """The interpreter ``config`` asks for (its answers say which read the prompt: ``engine`` ``rules``, ``llm``,
     ``rules-fallback``); the language model always has the rules behind it."""
     vocabulary = build_vocabulary(context)
-    rules = RuleInterpreter(vocabulary, context)
+    rules = RuleInterpreter(vocabulary, context, config.rules_deadline_s)
     if config.engine == "llm" and config.llm is not None:
         return LlmInterpreter(config.llm, rules, vocabulary, context)
     return rules

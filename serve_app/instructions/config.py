@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+RULES_DEADLINE_S = 2.0  # the worst 2000-character prompt reads in under 0.1 s (docs/BENCHMARKS.md)
+
 
 class LlmOptions(BaseModel):
     """An OpenAI-compatible chat endpoint: a vLLM server (``vllm serve MODEL``) or a ``ray.serve.llm`` app."""
@@ -36,6 +38,8 @@ class InstructionsConfig(BaseModel):
 
     engine: Literal["rules", "llm"] = "rules"
     llm: LlmOptions | None = None
+    # The rules read a prompt in a worker thread; past this the route answers 503 (they take milliseconds).
+    rules_deadline_s: float = Field(RULES_DEADLINE_S, gt=0, le=30)
     # Hosts whose http(s) image URLs the chat route fetches; empty (the default) accepts data: URLs only, "*" any host.
     image_url_hosts: tuple[str, ...] = ()
     image_fetch_timeout_s: float = Field(10.0, gt=0, le=120)

@@ -3,6 +3,7 @@ out."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -57,7 +58,8 @@ class InstructionInterpreter(Protocol):
 
 
 def check_prompt(prompt: object) -> str:
-    """The prompt, stripped; refuse what is not text, empty, or longer than an instruction can be."""
+    """The prompt, stripped; refuse what is not text, empty, or longer than an instruction can be (before or after
+    NFKC normalisation)."""
     if not isinstance(prompt, str):
         raise InvalidParameter("prompt must be text", details={"field": "prompt"})
     text = prompt.strip()
@@ -66,9 +68,11 @@ def check_prompt(prompt: object) -> str:
             "the prompt is empty: say what you want, e.g. 蓝底一寸证件照 or 'restore this photo and upscale 2x'",
             details={"field": "prompt"},
         )
-    if len(text) > MAX_PROMPT_CHARS:
+    # Counted again after NFKC, the form the rules read: one character can become up to 18 (U+FDFA).
+    length = len(text) if len(text) > MAX_PROMPT_CHARS else len(unicodedata.normalize("NFKC", text))
+    if length > MAX_PROMPT_CHARS:
         raise PromptTooLong(
-            f"the prompt has {len(text)} characters; an instruction is at most {MAX_PROMPT_CHARS}",
+            f"the prompt has {length} characters (NFKC-normalised); an instruction is at most {MAX_PROMPT_CHARS}",
             details={"field": "prompt", "max_chars": MAX_PROMPT_CHARS},
         )
     return text

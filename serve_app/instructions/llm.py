@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import http.client
 import json
 import logging
 import urllib.error
@@ -59,7 +60,7 @@ class LlmInterpreter:
         logger.warning("language model %s failed (%s): the rules answer", self._options.model, reason)
         why = f"language model {self._options.model} failed ({reason}): answered by the rules"
         try:
-            fallback = self._rules.interpret_now(text, hint)
+            fallback = await self._rules.interpret(text, hint)
         except InstructionUnclear as exc:
             raise InstructionUnclear(f"{exc.message} ({why})", details={**exc.details, "llm_error": reason}) from None
         return dataclasses.replace(fallback, engine=FALLBACK_ENGINE, notes=(why, *fallback.notes))
@@ -161,7 +162,9 @@ class LlmInterpreter:
             raise LlmFailure(f"{options.base_url} unreachable: {exc.reason}") from None
         except TimeoutError:
             raise LlmFailure(f"no answer within {options.timeout_s:g} s") from None
-        except json.JSONDecodeError:
+        except (OSError, http.client.HTTPException) as exc:  # a reply cut short (IncompleteRead), a reset connection
+            raise LlmFailure(f"the reply from {options.base_url} broke off: {type(exc).__name__}") from None
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, nested past the parser's depth
             raise LlmFailure("the endpoint's reply is not JSON") from None
         try:
             content = payload["choices"][0]["message"]["content"]
@@ -169,7 +172,7 @@ class LlmInterpreter:
             raise LlmFailure("the reply has no choices[0].message.content") from None
         try:
             return json.loads(content)
-        except (json.JSONDecodeError, TypeError):
+        except (ValueError, TypeError, RecursionError):
             raise LlmFailure(f"the model's answer is not JSON: {str(content)[:80]!r}") from None
 
     def _instruction(self, answer: Any, hint: JobHint | None) -> Instruction:

@@ -10,19 +10,25 @@ refusal, never a guess. (3) The options go through the job's own parameter model
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from deployments.common.errors import InvalidParameter
+from serve_app.deadlines import in_thread_within
+from serve_app.instructions.config import RULES_DEADLINE_S
 from serve_app.instructions.interface import Instruction, InstructionUnclear, JobHint, check_prompt
 from serve_app.instructions.vocabulary import Vocabulary, normalize
 from serve_app.jobs import JobContext, parse_job_params
 
 ENGINE = "rules"
 _CN_DIGITS = {"一": 1, "二": 2, "两": 2, "俩": 2, "三": 3, "四": 4, "五": 5, "六": 6, "八": 8, "十": 10}
-_NUMBER = r"(\d+(?:\.\d+)?|[一二两俩三四五六八十])"
+# A number is matched from the start of its digit run only (``_RUN_START``), so a run of n digits costs O(n), not
+# O(n²) tries from each of its digits; with whitespace collapsed by ``normalize`` the patterns are linear-time.
+_RUN_START = r"(?<!\d)"
+_NUMBER = rf"{_RUN_START}(\d+(?:\.\d+)?|[一二两俩三四五六八十])"
 _KB_UNIT = r"(kb|k|千字节|mb|m|兆)(?![a-z])"
 _KB_AT_MOST = r"不超过|不大于|不高于|不能超过|小于|低于|少于|最大|最多|上限|under|below|less than|smaller than|at most"
 _KB_AT_MOST += r"|max(?:imum)?|no more than|not more than|up to|within|<=?|≤"
@@ -62,12 +68,14 @@ class RuleInterpreter:
 
     name = ENGINE
 
-    def __init__(self, vocabulary: Vocabulary, context: JobContext) -> None:
+    def __init__(self, vocabulary: Vocabulary, context: JobContext, deadline_s: float = RULES_DEADLINE_S) -> None:
         self._vocabulary = vocabulary
         self._context = context
+        self._deadline_s = deadline_s
 
     async def interpret(self, prompt: str, hint: JobHint | None = None) -> Instruction:
-        return self.interpret_now(prompt, hint)
+        """In a worker thread under ``deadline_s`` (503 past it): the event loop of the ingress stays free."""
+        return await in_thread_within(self._deadline_s, "reading the prompt", self.interpret_now, prompt, hint)
 
     def interpret_now(self, prompt: str, hint: JobHint | None = None) -> Instruction:
         text = normalize(check_prompt(prompt))
@@ -116,11 +124,14 @@ def _owners(vocabulary: Vocabulary, values: Mapping[str, Any]) -> frozenset[str]
 def _choose(proposals: Iterable[Finding]) -> list[Finding]:
     """Options before job names (an option names its job too: "US passport" in "US passport photo"), then the
     longest, then the leftmost; a proposal overlapping one already chosen is dropped. In prompt order."""
-    chosen: list[Finding] = []
+    chosen: list[Finding] = []  # disjoint, in prompt order: only the nearest one starting before an end can overlap
+    starts: list[int] = []
     for finding in sorted(proposals, key=lambda f: (f.names_job_only, -f.length, f.start)):
-        if all(finding.end <= other.start or finding.start >= other.end for other in chosen):
-            chosen.append(finding)
-    return sorted(chosen, key=lambda f: f.start)
+        at = bisect.bisect_left(starts, finding.end)
+        if at == 0 or chosen[at - 1].end <= finding.start:
+            chosen.insert(at, finding)
+            starts.insert(at, finding.start)
+    return chosen
 
 
 def _decide_task(findings: list[Finding], hint: JobHint | None) -> str:
@@ -235,8 +246,8 @@ def _kilobytes(number: str, unit: str) -> int:
 
 
 def _file_size(text: str) -> Iterable[Extraction]:
-    size = rf"(\d+(?:\.\d+)?)\s*{_KB_UNIT}"
-    for match in re.finditer(rf"(\d+)\s*(?:kb|k)?\s*(?:-|~|到|至|to)\s*{size}", text):
+    size = rf"{_RUN_START}(\d+(?:\.\d+)?)\s*{_KB_UNIT}"
+    for match in re.finditer(rf"{_RUN_START}(\d+)\s*(?:kb|k)?\s*(?:-|~|到|至|to)\s*{size}", text):
         low, high, unit = match.group(1), match.group(2), match.group(3)
         yield _found(match, {"min_kb": _kilobytes(low, unit), "max_kb": _kilobytes(high, unit)})
     bounds = (("max_kb", _KB_AT_MOST, _KB_AT_MOST_AFTER), ("min_kb", _KB_AT_LEAST, _KB_AT_LEAST_AFTER))
@@ -244,7 +255,7 @@ def _file_size(text: str) -> Iterable[Extraction]:
         for match in re.finditer(rf"(?:{words})\s*{size}|{size}\s*(?:{after})", text):
             number, unit = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
             yield _found(match, {limit: _kilobytes(number, unit)})
-    for match in re.finditer(r"(\d+(?:\.\d+)?)\s*(kb|mb)(?![a-z])", text):
+    for match in re.finditer(rf"{_RUN_START}(\d+(?:\.\d+)?)\s*(kb|mb)(?![a-z])", text):
         yield _found(match, {"max_kb": _kilobytes(match.group(1), match.group(2))}, "read as an upper limit", weak=True)
 
 
@@ -266,7 +277,7 @@ def _size(text: str) -> Iterable[Extraction]:
 
 
 def _dpi(text: str) -> Iterable[Extraction]:
-    for match in re.finditer(r"(\d+)\s*dpi(?![a-z])", text):
+    for match in re.finditer(rf"{_RUN_START}(\d+)\s*dpi(?![a-z])", text):
         yield _found(match, {"dpi": int(match.group(1))})
 
 

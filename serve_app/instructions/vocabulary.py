@@ -25,6 +25,7 @@ from serve_app.jobs import JOBS, JobContext, JobKind
 LEXICON_PATH = Path(__file__).with_name("lexicon.yaml")
 _ASCII_WORD = re.compile(r"[a-z0-9]")
 _SEPARATORS = re.compile(r"[\s_\-]+")
+_WHITESPACE = re.compile(r"\s+")
 
 
 @dataclass(frozen=True)
@@ -82,8 +83,10 @@ class Vocabulary:
 
 
 def normalize(text: str) -> str:
-    """The form prompts and phrases are matched in: NFKC (full-width digits and letters become ASCII), lower case."""
-    return unicodedata.normalize("NFKC", text).lower()
+    """The form prompts and phrases are matched in: NFKC (full-width digits and letters become ASCII), lower case,
+    each run of whitespace one space (so every ``\\s*`` of a pattern matches at most one character: no run of
+    spaces or tabs can make two adjacent ones backtrack against each other)."""
+    return _WHITESPACE.sub(" ", unicodedata.normalize("NFKC", text).lower())
 
 
 def phrase_pattern(text: str) -> re.Pattern[str]:

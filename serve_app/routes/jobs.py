@@ -4,42 +4,25 @@ timeout, answer image bytes or JSON.
 (No ``from __future__ import annotations`` here: Serve's ingress resolves the route annotations at run time.)
 """
 
-import asyncio
 import logging
-from collections.abc import Awaitable
-from typing import TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from deployments.cartoon.params import CartoonParams
-from deployments.common.errors import RequestTimeout
 from deployments.idphoto.params import IdPhotoParams
 from deployments.restore.params import RestoreParams
 from serve_app.app_state import backend_of as _backend
 from serve_app.app_state import settings_of as _settings
+from serve_app.deadlines import within_request_timeout
 from serve_app.jobs import job_context, parse_job_params, run_job
 from serve_app.jobs.faces import find_faces
 from serve_app.schemas import ErrorOut, FacesOut
-from serve_app.settings import Settings
 from serve_app.uploads import read_upload
 
 logger = logging.getLogger(__name__)
 
 _ERRORS = {status: {"model": ErrorOut} for status in (400, 413, 415, 422, 503, 504)}
-T = TypeVar("T")
-
-
-async def _within_timeout(work: Awaitable[T], settings: Settings) -> T:
-    """A job's answer, or our 504 ``timeout`` after ``request_timeout_s`` (a model scaling up from zero replicas
-    answers late; the caller gets JSON it can act on instead of a connection that hangs)."""
-    try:
-        return await asyncio.wait_for(work, settings.request_timeout_s)
-    except TimeoutError:
-        raise RequestTimeout(
-            f"no answer within {settings.request_timeout_s:g} s; retry later",
-            details={"timeout_s": settings.request_timeout_s},
-        ) from None
 
 
 async def _run_job(request: Request, task: str, forced: dict | None = None) -> Response:
@@ -48,7 +31,7 @@ async def _run_job(request: Request, task: str, forced: dict | None = None) -> R
     upload = await read_upload(request, max_bytes=settings.max_image_bytes)
     context = job_context(settings)
     params = parse_job_params(task, {**upload.fields, **(forced or {})}, context)
-    result = await _within_timeout(run_job(_backend(request), task, upload.data, params, context), settings)
+    result = await within_request_timeout(run_job(_backend(request), task, upload.data, params, context), settings)
     if params.return_ == "json":
         return JSONResponse(result.to_json(), headers=result.headers())
     return Response(content=result.body, media_type=result.media_type, headers=result.headers())
@@ -83,7 +66,7 @@ async def faces(request: Request) -> FacesOut:
     upload = await read_upload(request, max_bytes=settings.max_image_bytes)
     context = job_context(settings)
     faces = find_faces(_backend(request), upload.data, context, context.manifest["face-detect-short"].engine)
-    return await _within_timeout(faces, settings)
+    return await within_request_timeout(faces, settings)
 
 
 @router.post(

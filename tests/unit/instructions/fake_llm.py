@@ -16,6 +16,8 @@ class Reply:
     content: str = ""  # the assistant message's content (the model's "JSON")
     status: int = 200
     delay_s: float = 0.0
+    raw: bytes | None = None  # the whole reply body instead of a chat completion (broken replies)
+    declared_bytes: int | None = None  # the Content-Length sent, when it should lie (a reply cut short)
 
 
 class FakeChatServer:
@@ -46,11 +48,11 @@ class FakeChatServer:
                             }
                         ],
                     }
-                data = json.dumps(payload).encode("utf-8")
+                data = json.dumps(payload).encode("utf-8") if reply.raw is None else reply.raw
                 try:
                     self.send_response(reply.status)
                     self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
+                    self.send_header("Content-Length", str(reply.declared_bytes or len(data)))
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
@@ -66,10 +68,19 @@ class FakeChatServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
-    def answer(self, content: Any = "", *, status: int = 200, delay_s: float = 0.0) -> None:
-        """What the next requests get: ``content`` (a dict is sent as its JSON text) after ``delay_s``."""
+    def answer(
+        self,
+        content: Any = "",
+        *,
+        status: int = 200,
+        delay_s: float = 0.0,
+        raw: bytes | None = None,
+        declared_bytes: int | None = None,
+    ) -> None:
+        """What the next requests get: ``content`` (a dict is sent as its JSON text) after ``delay_s``, or the bytes
+        ``raw`` as the whole body, announced as ``declared_bytes`` long when given."""
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-        self.reply = Reply(text, status, delay_s)
+        self.reply = Reply(text, status, delay_s, raw, declared_bytes)
 
     def __enter__(self) -> FakeChatServer:
         self._thread.start()

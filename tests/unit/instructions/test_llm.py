@@ -91,6 +91,11 @@ FAILURES = [
     ({"content": {"task": "unclear", "reason": "no idea"}}, "found no single job: no idea"),
     ({"status": 500}, "HTTP 500"),
     ({"content": {"task": "idphoto", "params": "cn-1inch"}}, "params are not an object"),
+    # Broken replies (row 22 of issue 21: these were 500s): cut short, not UTF-8, nested past the JSON parser.
+    ({"raw": b'{"choices": [{"message"', "declared_bytes": 4096}, "broke off: IncompleteRead"),
+    ({"raw": b'{"choices": "\xff\xfe"}'}, "reply is not JSON"),
+    ({"raw": b"[" * 200_000}, "reply is not JSON"),
+    ({"content": "[" * 200_000}, "answer is not JSON"),
 ]
 
 
