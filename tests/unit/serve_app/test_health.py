@@ -307,3 +307,17 @@ def test_a_job_that_outlives_the_request_timeout_is_a_504_timeout(photo_jpeg):
     error = answer.json()["error"]
     assert error.pop("request_id")
     assert error == {"code": "timeout", "message": "no answer within 0.2 s; retry later", "details": {"timeout_s": 0.2}}
+
+
+def test_a_request_before_the_backend_is_attached_is_a_503_with_retry_after(photo_jpeg):
+    app = create_api()  # no app.state.backend yet: the ingress replica is still starting
+    answer = TestClient(app, raise_server_exceptions=False).post(
+        "/v1/faces", files={"image": ("me.jpg", photo_jpeg, "image/jpeg")}
+    )
+    assert (answer.status_code, answer.headers["retry-after"]) == (503, "5")
+    error = answer.json()["error"]
+    assert error.pop("request_id")
+    assert error == {
+        "code": "unavailable",
+        "message": "the service is starting: no backend is attached yet; retry in a few seconds",
+    }
