@@ -4,11 +4,16 @@ Store failures are 5xx (our side); a bad key or an oversized object is the calle
 S3 error code, HTTP status and request id, so a log line can be matched with the provider's own logs.
 
     StorageError (deployments.common.errors)   502 storage_error
-    └── ObjectStoreError                        502 storage_error   (unmapped S3 failures)
+    └── ObjectStoreError                        502 storage_error   (unmapped failures: transient unless a 4xx)
         ├── ObjectNotFound                      502 object_not_found
-        ├── BucketNotFound                      502 bucket_not_found
-        ├── AccessDenied                        502 access_denied
-        └── StoreUnavailable                    503 store_unavailable  (transient: retry later)
+        ├── BucketNotFound                      502 bucket_not_found    permanent
+        ├── AccessDenied                        502 access_denied       permanent
+        ├── KeyTooLong                          502 key_too_long        permanent (the store refuses the key)
+        ├── ObjectArchived                      502 object_archived     permanent (Glacier: restore it first)
+        └── StoreUnavailable                    503 store_unavailable   transient: retry later
+
+``retryable`` says which: waiting helps (throttling, 5xx, network) or the same request will fail again until someone
+changes the bucket, its policy or the object (a retry loop must end in an error record, not go on forever).
     InvalidParameter (deployments.common.errors)
     └── InvalidKey                              422 invalid_key
     ImageTooLarge (deployments.common.errors)
@@ -25,7 +30,7 @@ from deployments.common.errors import ImageTooLarge, InvalidParameter, StorageEr
 class ObjectStoreError(StorageError):
     """A store operation failed; carries what is known about the failing request."""
 
-    retryable: bool = False
+    permanent: bool | None = None  # None: decided by the HTTP status (a 4xx is permanent; 5xx, 408, 429, none are not)
 
     def __init__(
         self,
@@ -46,6 +51,13 @@ class ObjectStoreError(StorageError):
         self.request_id = request_id
         self.s3_code = s3_code
 
+    @property
+    def retryable(self) -> bool:
+        """Whether the same request may succeed later without anyone changing the store."""
+        if self.permanent is not None:
+            return not self.permanent
+        return self.status is None or self.status >= 500 or self.status in (408, 429)
+
 
 class ObjectNotFound(ObjectStoreError):
     code = "object_not_found"
@@ -53,10 +65,24 @@ class ObjectNotFound(ObjectStoreError):
 
 class BucketNotFound(ObjectStoreError):
     code = "bucket_not_found"
+    permanent = True
 
 
 class AccessDenied(ObjectStoreError):
     code = "access_denied"
+    permanent = True
+
+
+class KeyTooLong(ObjectStoreError):
+    code = "key_too_long"
+    permanent = True
+
+
+class ObjectArchived(ObjectStoreError):
+    """The object is in an archive tier (S3 ``InvalidObjectState``): it cannot be read until it is restored."""
+
+    code = "object_archived"
+    permanent = True
 
 
 class StoreUnavailable(ObjectStoreError):
@@ -64,7 +90,7 @@ class StoreUnavailable(ObjectStoreError):
 
     code = "store_unavailable"
     http_status = 503
-    retryable = True
+    permanent = False
 
 
 class InvalidKey(InvalidParameter):

@@ -3,16 +3,25 @@
 A valid key is a relative POSIX path that means the same thing on S3 and in a local folder: non-empty segments
 separated by ``/``, none of them ``.`` or ``..``, no backslash, no NUL, at most 1024 UTF-8 bytes (the S3 limit).
 Unicode and spaces are fine and round-trip unchanged.
+
+Names derived from a key (results, records) must also be portable: at most 1024 bytes with their output prefix and
+no path segment over 255 bytes (what ext4, XFS, APFS and NTFS allow), checked here, the same for S3 and folders, so a
+key never gets a result on one store and a file-system error on another. ``_errors/`` of an output holds only error
+records: a source key under ``_errors/`` gets no result (it would share a name with the error record of another key)
+and its error record, like that of a key whose ``_errors/<key>.json`` would not be portable, goes to
+``_errors/_errors/<sha256 of the key>.json``, a name no ordinary key's error record can take.
 """
 
 from __future__ import annotations
 
+import hashlib
 import urllib.parse
 from pathlib import PurePosixPath
 
 from storage.errors import InvalidKey
 
 MAX_KEY_BYTES = 1024
+MAX_NAME_BYTES = 255  # one path segment of a derived name
 ERRORS_FOLDER = "_errors"
 
 
@@ -71,13 +80,29 @@ def decode_event_key(raw: str) -> str:
     return validate_key(urllib.parse.unquote_plus(raw))
 
 
-def result_key(output_prefix: str, key: str, ext: str) -> str:
-    """``<output>/<key without its extension>.<ext>``: where the result for source ``key`` is written."""
+def is_reserved(key: str) -> bool:
+    """Whether ``key`` lies under ``_errors/``, where an output keeps its error records."""
+    return key.split("/", 1)[0] == ERRORS_FOLDER
+
+
+def result_name(key: str, ext: str, *, within: str = "") -> str:
+    """``<key without its extension>.<ext>``, portable once under the output prefix ``within``; else ``InvalidKey``."""
     clean_ext = ext.lstrip(".")
     if not clean_ext or "/" in clean_ext or "\\" in clean_ext:
         raise InvalidKey(f"{key}.{ext}", f"bad extension {ext!r}")
-    path = PurePosixPath(validate_key(key))
-    return safe_join(output_prefix, str(path.with_suffix(f".{clean_ext}")))
+    if is_reserved(validate_key(key)):
+        raise InvalidKey(key, f"{ERRORS_FOLDER}/ of the output holds error records, so a source there gets no result")
+    name = str(PurePosixPath(key).with_suffix(f".{clean_ext}"))
+    if not _is_portable(name, within):
+        raise InvalidKey(
+            key, f"its result name would be longer than {MAX_KEY_BYTES} bytes or have a name over {MAX_NAME_BYTES}"
+        )
+    return name
+
+
+def result_key(output_prefix: str, key: str, ext: str) -> str:
+    """``<output>/<key without its extension>.<ext>``: where the result for source ``key`` is written."""
+    return safe_join(output_prefix, result_name(key, ext, within=output_prefix))
 
 
 def metadata_key(output_prefix: str, key: str) -> str:
@@ -85,6 +110,23 @@ def metadata_key(output_prefix: str, key: str) -> str:
     return result_key(output_prefix, key, "json")
 
 
+def error_name(key: str, *, within: str = "") -> str:
+    """``_errors/<key>.json`` (the full key kept: ``a.jpg`` and ``a.png`` do not collide), or the hashed name when
+    the key is reserved or that name would not be portable under ``within``. Valid for every valid key."""
+    name = f"{ERRORS_FOLDER}/{validate_key(key)}.json"
+    if is_reserved(key) or not _is_portable(name, within):
+        return f"{ERRORS_FOLDER}/{ERRORS_FOLDER}/{hashlib.sha256(key.encode('utf-8')).hexdigest()}.json"
+    return name
+
+
 def error_key(output_prefix: str, key: str) -> str:
-    """``<output>/_errors/<key>.json``: the full source key is kept, so ``a.jpg`` and ``a.png`` do not collide."""
-    return safe_join(output_prefix, f"{ERRORS_FOLDER}/{validate_key(key)}.json")
+    """``<output>/`` + ``error_name(key)``: where the error record for source ``key`` is written."""
+    return safe_join(output_prefix, error_name(key, within=output_prefix))
+
+
+def _is_portable(name: str, within: str) -> bool:
+    folder = normalize_prefix(within)
+    joined = f"{folder}/{name}" if folder else name
+    return len(joined.encode("utf-8")) <= MAX_KEY_BYTES and all(
+        len(segment.encode("utf-8")) <= MAX_NAME_BYTES for segment in name.split("/")
+    )

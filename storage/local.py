@@ -7,12 +7,17 @@ Bookkeeping lives in a hidden tree that ``list`` never shows and keys may not en
     root/.portrait-store/meta/in/cat.jpg.json   content type, user metadata, ETag
     root/.portrait-store/tmp/<random>           writes in progress (same file system, so rename is atomic)
 
+Symbolic links are never followed: a link (to a file or a folder, anywhere under ``root``) is not an object, so a
+link dropped into a watched folder cannot make the service read, hash or describe a file outside it. A sidecar
+whose name would be too long for the file system goes to ``meta-long/<sha256 of the key>.json`` instead.
+
 The sidecar names the data file it describes (inode, size, mtime); a file replaced behind our back, or a sidecar
 left over from a concurrent write, does not match and the object is described from its bytes alone.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -40,6 +45,7 @@ logger = logging.getLogger(__name__)
 HIDDEN_DIR = ".portrait-store"
 _READ_CHUNK_BYTES = 1 << 20
 _FALLBACK_CONTENT_TYPE = "application/octet-stream"
+_MAX_NAME_BYTES = 255  # one file name on ext4, XFS, APFS, NTFS
 
 _Identity = tuple[int, int, int]  # (inode, size, mtime_ns) of a data file
 
@@ -50,6 +56,8 @@ class LocalStore(HeadExists):
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root).absolute()
         self._meta_root = self.root / HIDDEN_DIR / "meta"
+        self._long_meta_root = self.root / HIDDEN_DIR / "meta-long"
+        self._real_root = os.path.realpath(self.root)  # the root itself may be a link (/data -> /mnt/data)
         self._tmp_dir = self.root / HIDDEN_DIR / "tmp"
         self._bucket = str(self.root)  # how errors name this store
         # ETags computed from bytes (files without a matching sidecar), so listings do not rehash unchanged files.
@@ -60,7 +68,7 @@ class LocalStore(HeadExists):
 
     def get(self, key: str, *, max_bytes: int) -> StoredObject:
         path = self._path(key)
-        with self._os_errors(key), open(path, "rb") as file:
+        with self._os_errors(key), open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
             st = os.fstat(file.fileno())
             if st.st_size > max_bytes:
                 raise ObjectTooLarge(key, size_bytes=st.st_size, max_bytes=max_bytes)
@@ -119,7 +127,7 @@ class LocalStore(HeadExists):
                     sidecar = self._matching_sidecar(key, st)
                     etag = sidecar["etag"] if sidecar else self._computed_etag(key, path, st)
             except ObjectNotFound:
-                logger.debug("%s: %r was deleted while listing", self, key)
+                logger.debug("%s: %r is gone (deleted while listing) or not a file (a link)", self, key)
                 continue
             # Content type and user metadata are left out, as in an S3 listing (see storage.base).
             yield ObjectInfo(key, st.st_size, etag, _modified_at(st))
@@ -138,9 +146,18 @@ class LocalStore(HeadExists):
     def _path(self, key: str) -> Path:
         if _is_bookkeeping(validate_key(key)):
             raise InvalidKey(key, f"{HIDDEN_DIR}/ is reserved for the local store's bookkeeping")
-        return self.root / key
+        path = self.root / key
+        if os.path.realpath(path) != os.path.join(self._real_root, key):
+            raise ObjectNotFound(
+                f"{key!r} in {self.root} is or lies under a symbolic link, which is never followed",
+                key=key,
+                bucket=self._bucket,
+            )
+        return path
 
     def _sidecar_path(self, key: str) -> Path:
+        if len(f"{key.rpartition('/')[2]}.json".encode()) > _MAX_NAME_BYTES:
+            return self._long_meta_root / f"{hashlib.sha256(key.encode('utf-8')).hexdigest()}.json"
         return self._meta_root / f"{key}.json"
 
     def _info(self, key: str, st: os.stat_result, etag: str, sidecar: dict | None) -> ObjectInfo:
@@ -154,9 +171,11 @@ class LocalStore(HeadExists):
         )
 
     def _stat_file(self, key: str, path: Path) -> os.stat_result:
-        st = os.stat(path)
+        st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode):
-            raise ObjectNotFound(f"{key!r} is a folder in {self.root}, not an object", key=key, bucket=self._bucket)
+            raise ObjectNotFound(
+                f"{key!r} in {self.root} is not a file (a folder or a link)", key=key, bucket=self._bucket
+            )
         return st
 
     def _matching_sidecar(self, key: str, st: os.stat_result) -> dict | None:
@@ -172,7 +191,7 @@ class LocalStore(HeadExists):
         if cached and cached[0] == identity:
             return cached[1]
         digest = hashlib.md5()
-        with open(path, "rb") as file:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
             while chunk := file.read(_READ_CHUNK_BYTES):
                 digest.update(chunk)
         self._computed_etags[key] = (identity, digest.hexdigest())
@@ -240,6 +259,10 @@ class LocalStore(HeadExists):
         except PermissionError as exc:
             raise AccessDenied(f"permission denied for {key!r} in {self.root}", key=key, bucket=self._bucket) from exc
         except OSError as exc:
+            if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link that appeared after the check
+                raise ObjectNotFound(f"{key!r} in {self.root} is a link", key=key, bucket=self._bucket) from exc
+            if exc.errno == errno.ENAMETOOLONG:
+                raise InvalidKey(key, f"a name in it is longer than the file system under {self.root} allows") from exc
             raise ObjectStoreError(f"{exc.strerror} for {key!r} in {self.root}", key=key, bucket=self._bucket) from exc
 
 

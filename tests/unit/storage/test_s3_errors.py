@@ -14,6 +14,8 @@ from botocore.stub import Stubber
 from storage.errors import (
     AccessDenied,
     BucketNotFound,
+    KeyTooLong,
+    ObjectArchived,
     ObjectNotFound,
     ObjectStoreError,
     ObjectTooLarge,
@@ -46,6 +48,9 @@ def stub(store: S3Store) -> Iterator[Stubber]:
         ("AccessDenied", 403, AccessDenied),
         ("InvalidAccessKeyId", 403, AccessDenied),
         ("SlowDown", 503, StoreUnavailable),
+        ("Throttling", 400, StoreUnavailable),
+        ("KeyTooLongError", 400, KeyTooLong),
+        ("InvalidObjectState", 403, ObjectArchived),
         ("SomethingNew", 500, StoreUnavailable),  # unknown code: the status decides
         ("SomethingNew", 400, ObjectStoreError),
     ],
@@ -77,6 +82,24 @@ def test_client_errors_map_to_one_exception_each(
     assert error.details["request_id"] == "REQ123"
     assert isinstance(error.__cause__, botocore.exceptions.ClientError)
     assert error.retryable is (expected is StoreUnavailable)
+
+
+@pytest.mark.parametrize(
+    ("error", "retryable"),
+    [
+        (AccessDenied("denied"), False),
+        (BucketNotFound("no bucket"), False),
+        (KeyTooLong("too long"), False),
+        (ObjectArchived("in Glacier"), False),
+        (StoreUnavailable("down", status=400), True),  # throttled: waiting helps whatever the status
+        (ObjectStoreError("unmapped", status=500), True),
+        (ObjectStoreError("unmapped", status=429), True),
+        (ObjectStoreError("unmapped"), True),  # no reply at all, or a local I/O error
+        (ObjectStoreError("unmapped", status=400), False),
+    ],
+)
+def test_store_refusals_are_permanent_and_blips_are_retryable(error: ObjectStoreError, retryable: bool) -> None:
+    assert error.retryable is retryable
 
 
 def test_size_is_checked_before_the_body_is_read(store: S3Store, stub: Stubber) -> None:
