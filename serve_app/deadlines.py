@@ -6,25 +6,21 @@ and the webhook meanwhile.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
-from deployments.common.errors import Overloaded, RequestTimeout
+from deployments.common.errors import Overloaded
+from serve_app.jobs.deadline import within_deadline
 from serve_app.settings import Settings
 
 T = TypeVar("T")
 
 
-async def within_request_timeout(work: Awaitable[T], settings: Settings) -> T:
+async def within_request_timeout(work: Coroutine[Any, Any, T], settings: Settings) -> T:
     """A job's answer, or our 504 ``timeout`` after ``request_timeout_s`` (a model scaling up from zero replicas
-    answers late; the caller gets JSON it can act on instead of a connection that hangs)."""
-    try:
-        return await asyncio.wait_for(work, settings.request_timeout_s)
-    except TimeoutError:
-        raise RequestTimeout(
-            f"no answer within {settings.request_timeout_s:g} s; retry later",
-            details={"timeout_s": settings.request_timeout_s},
-        ) from None
+    answers late; the caller gets JSON it can act on instead of a connection that hangs). The job's stages stop at
+    the deadline: the bucket runner's job timeout is the same one (``serve_app.jobs.deadline``)."""
+    return await within_deadline(work, settings.request_timeout_s)
 
 
 async def in_thread_within(deadline_s: float, what: str, work: Callable[..., T], *args: object) -> T:

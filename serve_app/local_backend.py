@@ -9,7 +9,6 @@ weights are absent, as the deployments do (the cartoon engines fall back to thei
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -31,6 +30,7 @@ from deployments.restore.restorer import RestorationPredictor
 from deployments.restore.types import BackgroundEngine, FaceToRestore, RestoredFace, TileToUpscale, UpscaledTile
 from deployments.restore.upscaler import UpscalePredictor
 from serve_app.backend import matte_engine_info, restore_template
+from serve_app.jobs.deadline import run_stage
 
 logger = logging.getLogger(__name__)
 
@@ -49,11 +49,11 @@ class LocalBackend:
         self._cartoonizers: dict[ModelKind, CartoonPredictor] = {}
 
     async def analyze_faces(self, image: np.ndarray) -> list[Face]:
-        return await asyncio.to_thread(self._analyzer.analyze, image)
+        return await run_stage(self._analyzer.analyze, image)
 
     async def restore_face(self, face: FaceToRestore, model: str) -> RestoredFace:
         restorer = self._restorer(model)
-        (restored,) = await asyncio.to_thread(restorer.restore, [face])
+        (restored,) = await run_stage(restorer.restore, [face])
         return restored
 
     async def default_restore_model(self) -> str:
@@ -64,7 +64,7 @@ class LocalBackend:
         return self._background_upscaler().engine_for(scale)
 
     async def upscale_tile(self, tile: TileToUpscale) -> UpscaledTile:
-        (upscaled,) = await asyncio.to_thread(self._background_upscaler().upscale, [tile])
+        (upscaled,) = await run_stage(self._background_upscaler().upscale, [tile])
         return upscaled
 
     def restore_template(self, model: str) -> str:
@@ -72,14 +72,14 @@ class LocalBackend:
         return restore_template(self._store.manifest, model)
 
     async def segment_portrait(self, image: np.ndarray, matting: Matting) -> LowResMatte:
-        return await asyncio.to_thread(self._matter.segment, image, matting)
+        return await run_stage(self._matter.segment, image, matting)
 
     async def stylize_head(self, job: StyleJob) -> Stylized:
-        (stylized,) = await asyncio.to_thread(self._cartoonizer("head").stylize, [job])
+        (stylized,) = await run_stage(self._cartoonizer("head").stylize, [job])
         return stylized
 
     async def stylize_background(self, job: StyleJob) -> Stylized:
-        (stylized,) = await asyncio.to_thread(self._cartoonizer("background").stylize, [job])
+        (stylized,) = await run_stage(self._cartoonizer("background").stylize, [job])
         return stylized
 
     def matte_engine(self, matting: Matting) -> EngineInfo:

@@ -14,6 +14,7 @@ from deployments.common.params import parse_params
 from deployments.faces.align import align_all
 from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Timings, decode_upload
+from serve_app.jobs.deadline import run_stage
 from serve_app.jobs.results import JobResult, encode_job_result
 
 HEAD_TEMPLATE = "dctnet-288"
@@ -28,19 +29,19 @@ async def cartoonize_photo(backend: Backend, data: bytes, params: CartoonParams,
     with timings.stage("decode"):
         source = await decode_upload(data, context.limits, CARTOON_OUTPUT)
     with timings.stage("prepare"):
-        prepared = await asyncio.to_thread(prepare_background, source.rgb)
+        prepared = await run_stage(prepare_background, source.rgb)
     with timings.stage("analyze+background"):
         faces, background = await asyncio.gather(
             backend.analyze_faces(source.rgb), backend.stylize_background(StyleJob(params.style, prepared.padded))
         )
     chosen = faces[: params.max_faces]
     with timings.stage("align"):
-        aligned = await asyncio.to_thread(align_all, source.rgb, chosen, HEAD_TEMPLATE)
+        aligned = await run_stage(align_all, source.rgb, chosen, HEAD_TEMPLATE)
     with timings.stage("heads"):
         heads = await asyncio.gather(*(backend.stylize_head(StyleJob(params.style, face.crop)) for face in aligned))
     pasted = [(head.image, face.matrix) for face, head in zip(aligned, heads) if head.image is not None]
     with timings.stage("compose"):
-        result = await asyncio.to_thread(compose_cartoon, background.image, prepared, pasted)
+        result = await run_stage(compose_cartoon, background.image, prepared, pasted)
     engines = [background.engine] + [head.engine for head in heads if head.image is not None]
     return await encode_job_result(
         "cartoon", params, source, result, engines, faces=len(pasted), timings=timings, fallback_engine="none"

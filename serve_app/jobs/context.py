@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -16,6 +16,7 @@ from deployments.common.errors import ImageTooManyPixels
 from deployments.common.image import DecodedImage, decode_image
 from deployments.common.weights import ModelSpec, load_manifest
 from deployments.idphoto.specs import IdSpec, load_specs
+from serve_app.jobs.deadline import run_stage
 from serve_app.settings import Settings
 
 
@@ -80,12 +81,14 @@ async def decode_upload(data: bytes, limits: Limits, cap: PixelCap, *, min_side_
     job's own ``cap`` (``deployments.common.admission``) is refused from its header, the 413 naming the cap it broke
     (``min_side_px``: see ``decode_image``)."""
     try:
-        return await asyncio.to_thread(
-            decode_image,
-            data,
-            max_bytes=limits.max_bytes,
-            max_pixels=min(limits.max_pixels, cap.max_pixels),
-            min_side_px=min_side_px,
+        return await run_stage(
+            functools.partial(
+                decode_image,
+                data,
+                max_bytes=limits.max_bytes,
+                max_pixels=min(limits.max_pixels, cap.max_pixels),
+                min_side_px=min_side_px,
+            )
         )
     except ImageTooManyPixels as exc:
         width, height = exc.details.get("width"), exc.details.get("height")

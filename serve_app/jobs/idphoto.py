@@ -11,6 +11,7 @@ from deployments.idphoto.params import IdPhotoParams, parse_params
 from deployments.idphoto.pipeline import make_id_photo, source_min_side_px
 from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Timings, decode_upload
+from serve_app.jobs.deadline import run_stage
 from serve_app.jobs.results import JobResult, build_meta, engine_summary
 
 
@@ -28,7 +29,7 @@ async def make_id_photo_job(backend: Backend, data: bytes, params: IdPhotoParams
             backend.analyze_faces(source.rgb), backend.segment_portrait(source.rgb, params.matting)
         )
     with timings.stage("compose"):
-        outcome = await asyncio.to_thread(make_id_photo, source.rgb, faces, low_matte, params, context.id_specs)
+        outcome = await run_stage(make_id_photo, source.rgb, faces, low_matte, params, context.id_specs)
     timings.ms.update({f"idphoto.{stage}": round(ms, 2) for stage, ms in outcome.timings_ms.items()})
     engine, weights = engine_summary([backend.matte_engine(params.matting)], fallback="none")
     meta = build_meta(

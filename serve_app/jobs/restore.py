@@ -22,6 +22,7 @@ from deployments.restore.pipeline import composite, select_faces, upscale_tiled
 from deployments.restore.types import FaceToRestore
 from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Timings, decode_upload
+from serve_app.jobs.deadline import run_stage
 from serve_app.jobs.results import JobResult, encode_job_result, png_b64
 
 
@@ -38,7 +39,7 @@ async def upscale_background(
     scale = params.upscale
     engine = None if scale == 1 or params.bg_upsampler == "lanczos" else await backend.background_engine(scale)
     if engine is None or not engine.takes(rgb.shape[1], rgb.shape[0]):
-        return await asyncio.to_thread(upscale_image, rgb, scale), None
+        return await run_stage(upscale_image, rgb, scale), None
     return await upscale_tiled(rgb, scale, backend.upscale_tile), engine.info
 
 
@@ -48,10 +49,10 @@ async def restore_photo(backend: Backend, data: bytes, params: RestoreParams, co
         source: DecodedImage = await decode_upload(data, context.limits, restore_input_cap(params.upscale))
     model = params.model or await backend.default_restore_model()
     with timings.stage("analyze"):  # is the photo black and white? (CodeFormer then keeps its faces gray)
-        faces, gray = await asyncio.gather(backend.analyze_faces(source.rgb), asyncio.to_thread(is_gray, source.rgb))
+        faces, gray = await asyncio.gather(backend.analyze_faces(source.rgb), run_stage(is_gray, source.rgb))
     chosen = select_faces(faces, source.width, source.height, params)
     with timings.stage("align"):
-        aligned = await asyncio.to_thread(align_all, source.rgb, chosen, backend.restore_template(model))
+        aligned = await run_stage(align_all, source.rgb, chosen, backend.restore_template(model))
     with timings.stage("restore"):  # the background upscale runs meanwhile
         restored, (base, background) = await asyncio.gather(
             asyncio.gather(
@@ -60,7 +61,7 @@ async def restore_photo(backend: Backend, data: bytes, params: RestoreParams, co
             upscale_background(backend, source.rgb, params),
         )
     with timings.stage("paste"):
-        result = await asyncio.to_thread(composite, base, aligned, restored, params)
+        result = await run_stage(composite, base, aligned, restored, params)
     attachments = {}
     if params.return_ == "json":
         attachments["faces"] = [

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +12,7 @@ from deployments.common.engine import EngineInfo
 from deployments.common.image import MEDIA_TYPES, DecodedImage, encode_image, resize_alpha
 from serve_app import __version__
 from serve_app.jobs.context import Timings
+from serve_app.jobs.deadline import run_stage
 from serve_app.schemas import ResultMeta, WeightsOut
 
 
@@ -135,7 +135,7 @@ async def encode_job_result(
     """The last step of the image-to-image jobs: encode like the source (in a worker thread) and describe it."""
     fmt = output_format(params.format, source)
     with timings.stage("encode"):
-        body = await asyncio.to_thread(encode_like_source, rgb, fmt, source)
+        body = await run_stage(encode_like_source, rgb, fmt, source)
     engine, weights = engine_summary(engines, fallback=fallback_engine)
     meta = build_meta(
         job,
