@@ -17,6 +17,8 @@ class RunnerConfig(BaseModel):
     routes: list[BucketRoute] = Field(default_factory=list)
     poll_interval_s: float = Field(10.0, gt=0)
     max_concurrency: int = Field(4, ge=1, le=256)
+    max_pending: int = Field(10_000, ge=1, le=1_000_000, description="queued webhook objects; past it: 503")
+    scan_chunk: int = Field(256, ge=1, le=10_000, description="objects of a listing checked at a time")
     job_timeout_s: float = Field(300.0, gt=0)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     sqs: SqsConfig | None = None

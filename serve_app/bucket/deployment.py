@@ -6,11 +6,15 @@ through its own HTTP endpoint. ``user_config`` (validated in ``reconfigure``, lo
     routes: [ {name, input, output, task, params, suffixes, event_bucket, poll, store}, ... ]
     poll_interval_s: 10          # how often polled routes (local folders by default) are listed
     max_concurrency: 4           # objects in flight; more events wait instead of being dropped
+    max_pending: 10000           # webhook objects queued (deduplicated); past it the webhook answers 503
+    scan_chunk: 256              # a scan checks its listing this many objects at a time
     job_timeout_s: 300
     retry: {max_attempts: 4, initial_backoff_s: 0.5, max_backoff_s: 10}
     sqs: {queue_url, region, endpoint_url, wait_time_s: 20, visibility_timeout_s: 900}   # optional
 
 On (re)configuration every route is reconciled once, so uploads made while the service was down are processed.
+The new worker takes over the old one's locks and queued objects: an object the old worker is still processing is
+not started again (the new worker waits for it, then finds its record).
 """
 
 from __future__ import annotations
@@ -87,19 +91,25 @@ class BucketRunner:
         root = buckets_root(config.routes, self._buckets_root, nodes=nodes)
         table = build_routing_table(config.routes, self._context, base_dir=root)
         require_input_folders(table, node=f"{socket.gethostname()} ({ray.get_runtime_context().get_node_id()[:12]})")
+        old = self._worker
         worker = BucketWorker(
             table,
             job_executor(self._backend, self._context),
             self._context,
             max_concurrency=config.max_concurrency,
+            max_pending=config.max_pending,
+            scan_chunk=config.scan_chunk,
             retry=config.retry,
             job_timeout_s=config.job_timeout_s,
             transient=is_transient_in_ray,
             on_outcome=_observe_outcome,
+            locks=old.locks if old else None,
         )
-        for loop in self._loops:  # the previous worker's in-flight objects finish; its loops stop
+        for loop in self._loops:  # the previous worker's loops stop; its in-flight objects finish, under its locks
             loop.cancel()
         self._config, self._worker = config, worker
+        if old is not None:
+            worker.adopt(old.close())
         self._sqs = SqsConsumer(worker, config.sqs) if config.sqs else None
         self._loops = [asyncio.create_task(worker.poll_forever(config.poll_interval_s), name="bucket-poller")]
         if self._sqs is not None:

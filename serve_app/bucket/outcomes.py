@@ -1,8 +1,23 @@
-"""What the bucket worker says about objects and routes, and when it tries again: outcomes, route state, retries."""
+"""What the bucket worker says about objects and routes, and when it tries again: outcomes, route state, retries.
+
+Every failure of an attempt is classified once (``classify``), whatever step raised it (reading records, the object,
+running the job, writing the result or the error record):
+
+- the caller's fault (``InputError``): an error record at once, with the error's code;
+- ``TRANSIENT`` (throttling, 5xx, network, a replica restarting): retried with backoff, then left for the next scan
+  with nothing written;
+- ``PERMANENT`` (the store refuses: access denied, no such bucket, key too long, archived object), ``TIMEOUT``
+  (slower than the job timeout) and ``BUG`` (ours): retried, then an error record with the store's code, ``timeout``
+  or ``internal_error``, so the object is not redone on every scan. ``Strikes`` counts these per object version
+  across scans, so N tries means N, not N per scan.
+
+No Ray here: the deployment passes Ray's transient errors in; a jobs store can reuse the same pieces.
+"""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -10,7 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deployments.common.errors import InternalError, ServiceError
+from deployments.common.errors import InternalError, PortraitError, RequestTimeout, ServiceError
+from storage.errors import ObjectStoreError
 
 
 class Status(StrEnum):
@@ -71,6 +87,54 @@ class RetryPolicy(BaseModel):
 DEFAULT_RETRY = RetryPolicy()
 
 
+class Fault(StrEnum):
+    TRANSIENT = "transient"  # passes by itself: retry, then leave for the next scan
+    PERMANENT = "permanent"  # the store refuses this object: an error record after N tries
+    TIMEOUT = "timeout"  # slower than the job timeout: a ``timeout`` record after N tries
+    BUG = "bug"  # ours: an ``internal_error`` record after N tries
+
+
 def is_transient(exc: BaseException) -> bool:
-    """Failures that pass by themselves: service or store unavailable, timeouts, dropped connections (not our bugs)."""
-    return isinstance(exc, (ServiceError, TimeoutError, ConnectionError)) and not isinstance(exc, InternalError)
+    """Failures that pass by themselves: service or store unavailable, dropped connections (not our bugs, not a
+    store's refusal)."""
+    if isinstance(exc, ObjectStoreError):
+        return exc.retryable
+    return isinstance(exc, (ServiceError, ConnectionError)) and not isinstance(exc, InternalError)
+
+
+def classify(exc: BaseException, transient: Callable[[BaseException], bool] = is_transient) -> Fault:
+    """The kind of a failed attempt that is not the caller's fault (``InputError`` is recorded before this)."""
+    if isinstance(exc, (TimeoutError, RequestTimeout)):
+        return Fault.TIMEOUT
+    if isinstance(exc, ObjectStoreError) and not exc.retryable:
+        return Fault.PERMANENT
+    return Fault.TRANSIENT if transient(exc) else Fault.BUG
+
+
+def failure_code(exc: BaseException, fault: Fault) -> str:
+    """The code an error record (or a deferred outcome) gives for a failure of this kind."""
+    if fault is Fault.TIMEOUT:
+        return RequestTimeout.code
+    if fault is Fault.BUG:
+        return InternalError.code
+    return exc.code if isinstance(exc, PortraitError) else ServiceError.code
+
+
+class Strikes:
+    """Failures that end in an error record (permanent, timeout, bug), counted per object version across scans;
+    bounded: the oldest entries go first."""
+
+    def __init__(self, max_entries: int = 10_000) -> None:
+        self._counts: dict[tuple[str, str, str | None], int] = {}
+        self._max_entries = max_entries
+
+    def add(self, route: str, key: str, etag: str | None) -> int:
+        name = (route, key, etag)
+        count = self._counts.pop(name, 0) + 1
+        self._counts[name] = count
+        while len(self._counts) > self._max_entries:
+            del self._counts[next(iter(self._counts))]
+        return count
+
+    def clear(self, route: str, key: str, etag: str | None) -> None:
+        self._counts.pop((route, key, etag), None)

@@ -4,15 +4,18 @@ backfill CLI, so both name and describe results the same way.
     <output>/<key without extension>.<ext>     the result image
     <output>/<key without extension>.json      ``ResultRecord``: source (bucket, key, ETag, version), task, params,
                                                the job's ``ResultMeta``, upload → result lag
-    <output>/_errors/<key>.json                ``ErrorRecord``: the caller-fault error (code, message) for that ETag
+    <output>/_errors/<key>.json                ``ErrorRecord``: why that ETag got no result (code, message)
 
-The ``.json`` is written after the image: it is the commit marker the idempotency check reads.
+The ``.json`` is written after the image: it is the commit marker the idempotency check reads. The names come from
+``storage.keys``: a key that cannot name a result (reserved, or too long) still has an error record name, so every
+object ends in a record (see ``RecordNames``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -22,8 +25,8 @@ from deployments.common.errors import InputError, PortraitError
 from serve_app.jobs.results import JobResult
 from serve_app.schemas import ErrorDetail, ResultMeta
 from storage.base import Location, ObjectInfo, ObjectStore
-from storage.errors import ObjectNotFound
-from storage.keys import error_key, metadata_key, result_key, safe_join
+from storage.errors import InvalidKey, ObjectNotFound
+from storage.keys import error_name, result_name, safe_join
 
 logger = logging.getLogger(__name__)
 
@@ -42,10 +45,10 @@ class ResultCollision(InputError):
 class SourceOut(BaseModel):
     bucket: str  # the S3 bucket, or the local folder
     key: str  # the full key in that bucket
-    etag: str
+    etag: str | None  # None (like size and time) when the store refused even to describe the object
     version_id: str | None = None
-    size_bytes: int
-    last_modified: datetime
+    size_bytes: int | None = None
+    last_modified: datetime | None = None
 
 
 class ResultRecord(BaseModel):
@@ -72,6 +75,35 @@ class ErrorRecord(BaseModel):
     failed_at: datetime
 
 
+@dataclass(frozen=True)
+class RecordNames:
+    """Where the records of one source key go, relative to the output store (its prefix is ``within``)."""
+
+    key: str
+    error: str  # always a valid name
+    metadata: str | None  # None when the key cannot name a result; ``refusal`` says why
+    refusal: InvalidKey | None = None
+
+    def require_metadata(self) -> str:
+        if self.metadata is None:
+            raise self.refusal or InvalidKey(self.key, "it cannot name a result")
+        return self.metadata
+
+
+def record_names(key: str, *, within: str = "") -> RecordNames:
+    try:
+        metadata: str | None = result_name(key, "json", within=within)
+        refusal = None
+    except InvalidKey as exc:
+        metadata, refusal = None, exc
+    return RecordNames(key, error_name(key, within=within), metadata, refusal)
+
+
+def unread_source(location: Location, key: str, etag: str | None) -> SourceOut:
+    """The source as known before (or without) reading it: its key, and the ETag an event or a listing gave."""
+    return SourceOut(bucket=location.bucket, key=safe_join(location.prefix, key), etag=etag)
+
+
 def describe_source(location: Location, info: ObjectInfo) -> SourceOut:
     return SourceOut(
         bucket=location.bucket,
@@ -90,11 +122,11 @@ def result_extension(media_type: str) -> str:
         raise ValueError(f"no file extension known for media type {media_type!r}") from None
 
 
-def find_records(store: ObjectStore, key: str) -> list[ResultRecord | ErrorRecord]:
-    """The result and error records readable for source ``key`` (zero, one or both)."""
+def find_records(store: ObjectStore, names: RecordNames) -> list[ResultRecord | ErrorRecord]:
+    """The result and error records readable for one source (zero, one or both)."""
     found = [
-        _read_record(store, metadata_key("", key), ResultRecord),
-        _read_record(store, error_key("", key), ErrorRecord),
+        _read_record(store, names.metadata, ResultRecord) if names.metadata else None,
+        _read_record(store, names.error, ErrorRecord),
     ]
     return [record for record in found if record is not None]
 
@@ -115,26 +147,28 @@ def is_recorded(records: list[ResultRecord | ErrorRecord], source: SourceOut) ->
     return False
 
 
-def write_result(store: ObjectStore, key: str, result: JobResult, record: ResultRecord) -> None:
+def write_result(store: ObjectStore, names: RecordNames, result: JobResult, record: ResultRecord) -> None:
     """The images first, then the ``.json``: a crash in between leaves no record, so the object is redone."""
     if result.sheet is not None and record.sheet_key is not None:
         store.put(record.sheet_key, result.sheet, content_type=result.media_type)
     store.put(record.result_key, result.body, content_type=result.media_type)
-    store.put(metadata_key("", key), _dump(record), content_type=RECORD_CONTENT_TYPE)
-    store.delete(error_key("", key))  # an error record of an earlier version no longer describes the object
+    store.put(names.require_metadata(), _dump(record), content_type=RECORD_CONTENT_TYPE)
+    store.delete(names.error)  # an error record of an earlier version no longer describes the object
 
 
-def write_error(store: ObjectStore, key: str, record: ErrorRecord) -> None:
-    store.put(error_key("", key), _dump(record), content_type=RECORD_CONTENT_TYPE)
+def write_error(store: ObjectStore, names: RecordNames, record: ErrorRecord) -> None:
+    store.put(names.error, _dump(record), content_type=RECORD_CONTENT_TYPE)
 
 
-def output_key(key: str, result: JobResult) -> str:
-    return result_key("", key, result_extension(result.media_type))
+def output_key(key: str, result: JobResult, *, within: str = "") -> str:
+    return result_name(key, result_extension(result.media_type), within=within)
 
 
-def sheet_key(key: str, result: JobResult) -> str | None:
+def sheet_key(key: str, result: JobResult, *, within: str = "") -> str | None:
     """``<key without extension>.sheet.<ext>`` beside the result, when the job made a print sheet."""
-    return result_key("", key, "sheet." + result_extension(result.media_type)) if result.sheet is not None else None
+    if result.sheet is None:
+        return None
+    return result_name(key, "sheet." + result_extension(result.media_type), within=within)
 
 
 def error_detail(exc: PortraitError) -> ErrorDetail:

@@ -5,66 +5,47 @@ Every trigger ends in ``BucketWorker.process_object(route, key)``:
 1. ``head`` the object (gone → nothing to do); read its records at the output: a result or error record naming this
    key and ETag means it is done (duplicate events and replays give one result);
 2. params = route defaults + ``x-amz-meta-portrait-params``; read the object with the HTTP byte limit (the pixel
-   limit applies when the job decodes it); run the job;
-3. write the result, then its ``.json``; a caller fault (``InputError``) writes ``_errors/<key>.json`` instead.
+   limit applies when the job decodes it); run the job under ``job_timeout_s``;
+3. write the result, then its ``.json``; a caller fault (``InputError``, an invalid key included) writes its error
+   record instead (``records.RecordNames``: every key has one).
 
-Transient failures (store unavailable, service errors, replica death, timeouts) are retried with exponential backoff,
-then left for the reconciler: no record is written, so the next scan (or the redelivered SQS message) picks the object
-up again. A semaphore bounds the objects in flight: a burst of events waits instead of being dropped.
+Every step of an attempt, reads and writes included, fails into one classification (``outcomes.classify``):
+transient failures are retried with backoff, then left for the next scan with nothing written; a store's refusal, a
+timeout and a bug are retried, then recorded (``access_denied``..., ``timeout``, ``internal_error``), so no object is
+redone on every scan (delete the record to retry it). A semaphore bounds the objects in flight.
 
-A bug (``InternalError`` or any unexpected exception) is retried the same way, then recorded as ``internal_error``
-in ``_errors/`` so one poisoned object is not redone on every scan (delete the record to retry it).
-
-Triggers: ``submit(events)`` (the webhook; returns at once, work continues in background tasks), ``reconcile(route)``
-(list the input, process what has no record for its current ETag: at start-up, and periodically as the poller for
-stores without notifications), and ``SqsConsumer`` (``serve_app.bucket.sqs``: S3 → SQS notifications).
+Triggers: ``submit(events)`` (the webhook: queued in ``PendingObjects``, bounded and deduplicated, drained by
+``max_concurrency`` consumers), ``reconcile(route)`` (list the input in chunks of ``scan_chunk``, process what has no
+record for its current ETag: at start-up, and periodically as the poller for stores without notifications), and
+``SqsConsumer`` (``serve_app.bucket.sqs``: S3 → SQS notifications).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from deployments.common.errors import (
-    InputError,
-    InternalError,
-    InvalidParameter,
-    PortraitError,
-    StorageError,
-)
+from deployments.common.errors import InvalidParameter, StorageError
 from deployments.common.params import JobParams
 from serve_app.backend import Backend
+from serve_app.bucket.attempts import JobExecutor, ObjectAttempts
 from serve_app.bucket.events import ObjectEvent, created_events
 from serve_app.bucket.folders import input_folder_missing
 from serve_app.bucket.outcomes import DEFAULT_RETRY, ObjectOutcome, RetryPolicy, RouteState, Status, is_transient
-from serve_app.bucket.records import (
-    ErrorRecord,
-    ResultRecord,
-    SourceOut,
-    describe_source,
-    error_detail,
-    find_records,
-    is_recorded,
-    output_key,
-    sheet_key,
-    write_error,
-    write_result,
-)
-from serve_app.bucket.routing import Route, RoutingTable, object_params
+from serve_app.bucket.pending import KeyLocks, PendingObject, PendingObjects
+from serve_app.bucket.records import RecordNames, record_names
+from serve_app.bucket.routing import Route, RoutingTable
 from serve_app.jobs import JobContext, run_job
 from serve_app.jobs.results import JobResult
-from serve_app.schemas import ErrorDetail
-from storage.base import ObjectStore, open_store
-from storage.errors import ObjectNotFound
-from storage.keys import error_key, metadata_key
+from storage.base import ObjectInfo, ObjectStore, open_store
 
 logger = logging.getLogger(__name__)
 
-JobExecutor = Callable[[str, bytes, JobParams], Awaitable[JobResult]]
 StoreOpener = Callable[..., ObjectStore]
 
 
@@ -87,29 +68,33 @@ class BucketWorker:
         context: JobContext,
         *,
         max_concurrency: int = 4,
+        max_pending: int = 10_000,
+        scan_chunk: int = 256,
         retry: RetryPolicy = DEFAULT_RETRY,
         job_timeout_s: float = 300.0,
         transient: Callable[[BaseException], bool] = is_transient,
         store_opener: StoreOpener = open_store,
         on_outcome: Callable[[ObjectOutcome], None] | None = None,
+        locks: KeyLocks | None = None,
     ) -> None:
-        if max_concurrency < 1:
-            raise InvalidParameter(f"max_concurrency must be at least 1, got {max_concurrency}")
+        if max_concurrency < 1 or scan_chunk < 1:
+            raise InvalidParameter(f"max_concurrency and scan_chunk must be at least 1, got {max_concurrency}")
         self.table = table
-        self._execute = execute
-        self._context = context
-        self._retry = retry
-        self._job_timeout_s = job_timeout_s
-        self._transient = transient
         self._on_outcome = on_outcome
+        self._max_concurrency = max_concurrency
+        self._scan_chunk = scan_chunk
         self._slots = asyncio.Semaphore(max_concurrency)
         self._stores = {
             route.name: (store_opener(route.input, route.store), store_opener(route.output, route.store))
             for route in table.routes
         }
-        self._key_locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}  # lock, users
-        self._done: dict[tuple[str, str], str] = {}  # (route, key) → ETag known to have a record
-        self._background: set[asyncio.Task[Any]] = set()
+        self.locks = locks or KeyLocks()  # hand them to the next worker (``reconfigure``)
+        self._pending = PendingObjects(max_pending)
+        self._consumers: set[asyncio.Task[None]] = set()
+        self._attempts = ObjectAttempts(
+            self._stores, execute, context, retry=retry, job_timeout_s=job_timeout_s, transient=transient
+        )
+        self._done: dict[tuple[str, str], tuple[str, RecordNames]] = {}  # (route, key) → ETag recorded, its names
         self.counts: dict[str, int] = {status.value: 0 for status in Status}
         self._states = {route.name: RouteState() for route in table.routes}
 
@@ -123,51 +108,63 @@ class BucketWorker:
     # Triggers -------------------------------------------------------------------------------------------------
 
     def submit(self, events: Iterable[ObjectEvent]) -> int:
-        """Start processing the created objects that match a route; return how many (route, object) pairs."""
-        accepted = 0
-        for event in created_events(list(events)):
-            for match in self.table.match(event.bucket, event.key):
-                self._spawn(self.process_object(match.route, match.key))
-                accepted += 1
-        return accepted
+        """Queue the created objects that match a route and return how many (route, object) pairs matched;
+        ``PendingFull`` (503) when the queue cannot take them all (then none is queued)."""
+        items = [
+            PendingObject(match.route.name, match.key, event.etag)
+            for event in created_events(list(events))
+            for match in self.table.match(event.bucket, event.key)
+        ]
+        self._pending.offer(items)
+        self._start_consumers()
+        return len(items)
+
+    def close(self) -> list[PendingObject]:
+        """Stop taking queued work (what is in flight finishes); return what was still waiting, for ``adopt``."""
+        return self._pending.close()
+
+    def adopt(self, items: Iterable[PendingObject]) -> None:
+        """Queue another worker's waiting objects (of routes this worker still has; start-up scans do the rest)."""
+        names = {route.name for route in self.table.routes}
+        self._pending.offer([item for item in items if item.route in names][: self._pending.max_pending])
+        self._start_consumers()
 
     async def process_event(self, event: ObjectEvent) -> list[ObjectOutcome]:
         """Process one event and wait for its outcomes (the SQS consumer deletes a message only after them)."""
         if not event.is_created:
             return []
         matches = self.table.match(event.bucket, event.key)
-        return list(await asyncio.gather(*(self.process_object(m.route, m.key) for m in matches)))
+        return list(await asyncio.gather(*(self.process_object(m.route, m.key, event.etag) for m in matches)))
 
-    async def reconcile(self, route: Route, *, on_listed: Callable[[int], None] | None = None) -> list[ObjectOutcome]:
-        """List the route's input and process every object without a record for its current ETag."""
+    async def reconcile(
+        self, route: Route, *, on_listed: Callable[[int], None] | None = None, keep_outcomes: bool = True
+    ) -> list[ObjectOutcome]:
+        """List the route's input chunk by chunk and process every object without a record for its current ETag.
+
+        ``on_listed(n)`` after each chunk: ``n`` more objects to check."""
         source, output = self._stores[route.name]
+        listed, outcomes = 0, []
         try:
             if input_folder_missing(route):  # unmounted or deleted since start-up: say so instead of finding nothing
                 raise StorageError(f"input folder {route.input} does not exist", details={"route": route.name})
-            listed = await asyncio.to_thread(lambda: [info for info in source.list() if route.accepts(info.key)])
-            # One listing of the output instead of two reads per object: an object this worker already recorded for
-            # its current ETag is skipped while its record is still there (deleting a record asks for a retry).
-            records = await asyncio.to_thread(lambda: {info.key for info in output.list()})
+            listing = await asyncio.to_thread(source.list)
+            # An object this worker recorded for its current ETag is skipped while its record is still there
+            # (deleting a record asks for a retry): one listing of the output, keeping only those records' names.
+            present = await asyncio.to_thread(self._present_records, route, output)
+            while chunk := await asyncio.to_thread(_next_chunk, listing, route, self._scan_chunk):
+                listed += len(chunk)
+                todo = [info for info in chunk if not self._known_done(route, info, present)]
+                if on_listed is not None:
+                    on_listed(len(todo))
+                done = await asyncio.gather(*(self._isolated(route, info.key, info.etag) for info in todo))
+                if keep_outcomes:
+                    outcomes.extend(done)
         except Exception as exc:
             self._note(route.name, scan_failing=True, last_error=f"scan failed: {exc!r}", last_error_at=_now())
             raise
-        self._note(route.name, last_scan_at=_now(), listed=len(listed), scan_failing=False)
-        todo = [
-            info
-            for info in listed
-            if self._done.get((route.name, info.key)) != info.etag
-            or not {metadata_key("", info.key), error_key("", info.key)} & records
-        ]
-        logger.log(
-            logging.INFO if todo else logging.DEBUG,
-            "reconcile %s: %d objects listed, %d to check",
-            route.name,
-            len(listed),
-            len(todo),
-        )
-        if on_listed is not None:
-            on_listed(len(todo))
-        return list(await asyncio.gather(*(self.process_object(route, info.key) for info in todo)))
+        self._note(route.name, last_scan_at=_now(), listed=listed, scan_failing=False)
+        logger.log(logging.INFO if outcomes else logging.DEBUG, "reconcile %s: %d objects listed", route.name, listed)
+        return outcomes
 
     async def reconcile_all(self, *, polled_only: bool = False) -> list[ObjectOutcome]:
         outcomes: list[ObjectOutcome] = []
@@ -186,7 +183,7 @@ class BucketWorker:
                 if route.name in reconciled and not route.poll:
                     continue
                 try:
-                    await self.reconcile(route)
+                    await self.reconcile(route, keep_outcomes=False)
                 except Exception:
                     logger.exception(
                         "scan of route %s (%s) failed; next try in %.0f s", route.name, route.input, interval_s
@@ -196,163 +193,83 @@ class BucketWorker:
             await asyncio.sleep(interval_s)
 
     async def drain(self) -> None:
-        """Wait for the background work started by ``submit``."""
-        while self._background:
-            await asyncio.gather(*list(self._background), return_exceptions=True)
+        """Wait for the queued work started by ``submit``."""
+        await self._pending.join()
 
     def cancel(self) -> None:
-        for task in list(self._background):
+        """Drop the queue and stop the consumers (a crash, in tests)."""
+        self._pending.close()
+        for task in list(self._consumers):
             task.cancel()
 
     @property
     def in_flight(self) -> int:
-        return len(self._background)
+        """Queued objects: waiting or being processed."""
+        return len(self._pending)
+
+    def _start_consumers(self) -> None:
+        while len(self._consumers) < self._max_concurrency:
+            task = asyncio.get_running_loop().create_task(self._consume(), name="bucket-consumer")
+            self._consumers.add(task)
+            task.add_done_callback(self._consumers.discard)
+
+    async def _consume(self) -> None:
+        while (item := await self._pending.take()) is not None:
+            try:
+                await self._isolated(self.table.route(item.route), item.key, item.etag)
+            finally:
+                self._pending.done(item)
+
+    def _present_records(self, route: Route, output: ObjectStore) -> set[str]:
+        wanted = {
+            name
+            for (route_name, _), (_, names) in self._done.items()
+            if route_name == route.name
+            for name in (names.metadata, names.error)
+            if name
+        }
+        return {info.key for info in output.list() if info.key in wanted} if wanted else set()
+
+    def _known_done(self, route: Route, info: ObjectInfo, present: set[str]) -> bool:
+        etag, names = self._done.get((route.name, info.key), (None, None))
+        return names is not None and etag == info.etag and bool({names.metadata, names.error} & present)
 
     # One object -----------------------------------------------------------------------------------------------
 
-    async def process_object(self, route: Route, key: str) -> ObjectOutcome:
+    async def _isolated(self, route: Route, key: str, etag: str | None) -> ObjectOutcome:
+        """``process_object`` that never raises: one object's surprise cannot end a scan or a consumer."""
+        try:
+            return await self.process_object(route, key, etag)
+        except Exception as exc:
+            logger.exception("%s: %r could not be processed", route.name, key)
+            self._note(route.name, last_error=f"{key}: {exc!r}", last_error_at=_now())
+            return ObjectOutcome(route.name, key, Status.DEFERRED, code="internal_error")
+
+    async def process_object(self, route: Route, key: str, etag: str | None = None) -> ObjectOutcome:
         """Exactly one result or error record for the object's current version, or DEFERRED with nothing written."""
+        names = record_names(key, within=route.output.prefix)
         # One attempt per result name at a time: a duplicate event waits, then finds the record and skips (and
         # ``a.jpg``/``a.png``, which share a result name, cannot both claim it).
-        name = (route.name, metadata_key("", key))
-        lock, users = self._key_locks.get(name, (asyncio.Lock(), 0))
-        self._key_locks[name] = (lock, users + 1)
         self._note(route.name, backlog=self._states[route.name].backlog + 1)
         try:
-            async with lock, self._slots:
-                outcome = await self._with_retries(route, key)
+            async with self.locks.hold((str(route.output), names.metadata or names.error)), self._slots:
+                outcome = await self._attempts.run(route, names, etag)
         finally:
             self._note(route.name, backlog=self._states[route.name].backlog - 1)
-            lock, users = self._key_locks[name]
-            if users == 1:
-                del self._key_locks[name]
-            else:
-                self._key_locks[name] = (lock, users - 1)
         self.counts[outcome.status.value] += 1
-        if outcome.status is Status.DEFERRED or outcome.code == "internal_error":
+        if outcome.status is Status.DEFERRED or outcome.code in ("internal_error", "timeout"):
             problem = f"{key}: {outcome.status.value} ({outcome.code}) after {outcome.attempts} attempts"
             self._note(route.name, last_error=problem, last_error_at=_now())
         if outcome.status in (Status.DONE, Status.SKIPPED, Status.FAILED) and outcome.etag:
-            self._done[(route.name, key)] = outcome.etag
+            self._done[(route.name, key)] = (outcome.etag, names)
         if self._on_outcome is not None:
             self._on_outcome(outcome)
         return outcome
 
-    async def _with_retries(self, route: Route, key: str) -> ObjectOutcome:
-        """Retry transient failures and bugs alike; then defer the transient ones and record the bug."""
-        for attempt in range(1, self._retry.max_attempts + 1):
-            try:
-                return await self._attempt(route, key, attempt)
-            except _Failure as failure:
-                exc = failure.__cause__
-                transient = self._transient(exc)
-                code = exc.code if isinstance(exc, PortraitError) and transient else "internal_error"
-                if attempt == self._retry.max_attempts:
-                    if not transient:
-                        return await self._record_bug(route, key, failure.source, exc, attempt)
-                    logger.warning(
-                        "%s: %r still failing after %d attempts (%s: %s); left for the reconciler",
-                        route.name,
-                        key,
-                        attempt,
-                        code,
-                        exc,
-                    )
-                    return ObjectOutcome(route.name, key, Status.DEFERRED, code=code, attempts=attempt)
-                delay_s = self._retry.delay_s(attempt)
-                logger.info(
-                    "%s: %r attempt %d failed (%s: %s); retrying in %.2f s",
-                    route.name,
-                    key,
-                    attempt,
-                    code,
-                    exc,
-                    delay_s,
-                )
-                await asyncio.sleep(delay_s)
-        raise InternalError("unreachable: RetryPolicy.max_attempts >= 1")
 
-    async def _record_bug(
-        self, route: Route, key: str, source: SourceOut | None, exc: BaseException, attempts: int
-    ) -> ObjectOutcome:
-        """Our bug, not the caller's fault: the traceback to the log, ``internal_error`` to the output."""
-        logger.error("%s: %r failed after %d attempts", route.name, key, attempts, exc_info=exc)
-        if source is None:  # failed before the object could be read: nothing to name in a record
-            return ObjectOutcome(route.name, key, Status.DEFERRED, code="internal_error", attempts=attempts)
-        message = exc.message if isinstance(exc, PortraitError) else f"{type(exc).__name__}: {exc}"
-        failure = ErrorRecord(
-            source=source,
-            route=route.name,
-            task=route.task,
-            failed_at=_now(),
-            error=ErrorDetail(code="internal_error", message=message),
-        )
-        _, output_store = self._stores[route.name]
-        await asyncio.to_thread(write_error, output_store, key, failure)
-        return ObjectOutcome(route.name, key, Status.FAILED, etag=source.etag, code="internal_error", attempts=attempts)
-
-    async def _attempt(self, route: Route, key: str, attempt: int) -> ObjectOutcome:
-        """One try; a failure that is not the caller's fault leaves as ``_Failure`` (carrying what was read)."""
-        source_store, output_store = self._stores[route.name]
-        try:
-            info = await asyncio.to_thread(source_store.head, key)
-        except ObjectNotFound:
-            return ObjectOutcome(route.name, key, Status.GONE, attempts=attempt)
-        except Exception as exc:
-            raise _Failure(None) from exc
-        source = describe_source(route.input, info)
-        records = await asyncio.to_thread(find_records, output_store, key)
-        try:
-            if is_recorded(records, source):
-                return ObjectOutcome(route.name, key, Status.SKIPPED, etag=info.etag, attempts=attempt)
-            params = object_params(route, info.user_metadata, self._context)
-            stored = await asyncio.to_thread(source_store.get, key, max_bytes=self._context.limits.max_bytes)
-            source = describe_source(route.input, stored.info)  # the version actually read
-            result = await asyncio.wait_for(self._execute(route.task, stored.data, params), self._job_timeout_s)
-        except InputError as exc:
-            failure = ErrorRecord(
-                source=source, route=route.name, task=route.task, error=error_detail(exc), failed_at=_now()
-            )
-            await asyncio.to_thread(write_error, output_store, key, failure)
-            logger.info("%s: %r refused (%s: %s)", route.name, key, exc.code, exc.message)
-            return ObjectOutcome(route.name, key, Status.FAILED, etag=source.etag, code=exc.code, attempts=attempt)
-        except Exception as exc:
-            raise _Failure(source) from exc
-        finished_at = _now()
-        lag_s = (finished_at - source.last_modified).total_seconds()
-        record = ResultRecord(
-            source=source,
-            route=route.name,
-            task=route.task,
-            params=params.model_dump(by_alias=True),
-            result_key=output_key(key, result),
-            sheet_key=sheet_key(key, result),
-            meta=result.meta,
-            uploaded_at=source.last_modified,
-            finished_at=finished_at,
-            event_lag_s=round(lag_s, 3),
-            attempts=attempt,
-        )
-        await asyncio.to_thread(write_result, output_store, key, result, record)
-        return ObjectOutcome(route.name, key, Status.DONE, etag=source.etag, attempts=attempt, lag_s=lag_s)
-
-    def _spawn(self, work: Awaitable[Any]) -> None:
-        task = asyncio.ensure_future(work)
-        self._background.add(task)
-        task.add_done_callback(self._finished)
-
-    def _finished(self, task: asyncio.Task[Any]) -> None:
-        self._background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("bucket work failed", exc_info=task.exception())
-
-
-class _Failure(Exception):
-    """An attempt failed on our side; ``__cause__`` is why, ``source`` the object version it had read (if any)."""
-
-    def __init__(self, source: SourceOut | None) -> None:
-        super().__init__("attempt failed")
-        self.source = source
+def _next_chunk(listing: Iterator[ObjectInfo], route: Route, size: int) -> list[ObjectInfo]:
+    """Up to ``size`` more of the route's objects from a listing (run in a thread: listing pages are I/O)."""
+    return list(itertools.islice((info for info in listing if route.accepts(info.key)), size))
 
 
 def _now() -> datetime:

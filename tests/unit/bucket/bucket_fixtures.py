@@ -8,9 +8,14 @@ import pytest
 
 from deployments.common.image import encode_image
 from deployments.common.weights import ModelStore, load_manifest
+from serve_app.bucket.outcomes import RetryPolicy
+from serve_app.bucket.routing import build_routing_table
+from serve_app.bucket.runner import BucketWorker, job_executor
 from serve_app.jobs import JobContext, job_context
 from serve_app.local_backend import LocalBackend
 from serve_app.settings import Settings
+
+FAST_RETRY = RetryPolicy(max_attempts=3, initial_backoff_s=0.01, max_backoff_s=0.02)
 
 
 @pytest.fixture(scope="session")
@@ -38,3 +43,25 @@ def faceless_png() -> bytes:
     """A smooth gradient: decodes fine, holds no face (an ID photo of it is the caller's fault)."""
     ramp = np.linspace(0, 255, 128, dtype=np.uint8)
     return encode_image(np.dstack([np.tile(ramp, (128, 1))] * 3), "png")
+
+
+def make_worker(
+    tmp_path, backend, ctx: JobContext, *, task="restore", params=None, execute=None, **options
+) -> BucketWorker:
+    """A worker of one route ``r``: ``tmp_path/in`` → ``tmp_path/out``, every object; jobs on ``backend`` unless
+    ``execute`` replaces them."""
+    table = build_routing_table(
+        [
+            {
+                "name": "r",
+                "input": str(tmp_path / "in"),
+                "output": str(tmp_path / "out"),
+                "task": task,
+                "params": params or {},
+                "suffixes": [],
+            }
+        ],
+        ctx,
+    )
+    options.setdefault("retry", FAST_RETRY)
+    return BucketWorker(table, execute or job_executor(backend, ctx), ctx, **options)

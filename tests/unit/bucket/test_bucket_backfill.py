@@ -5,14 +5,18 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from deployments.common.errors import InputError, InvalidParameter, ServiceError
-from serve_app.backfill import ProgressBar, _remote_error, backfill, default_output
+from serve_app.backfill import ProgressBar, _remote_error, backfill, default_output, http_executor
 from serve_app.bucket.outcomes import ObjectOutcome, Status
 from serve_app.bucket.runner import job_executor
 from serve_app.cli import main
+from serve_app.jobs import parse_job_params
 from storage.local import LocalStore
 
 
@@ -35,7 +39,8 @@ def test_service_refusals_keep_their_code_and_failures_are_transient():
 def test_the_progress_bar_draws_counts_and_a_bar():
     stream = io.StringIO()
     bar = ProgressBar(stream, width=10, min_redraw_s=0)
-    bar.start(4)
+    bar.add(3)
+    bar.add(1)
     bar.update(ObjectOutcome("r", "a", Status.DONE))
     bar.update(ObjectOutcome("r", "b", Status.FAILED))
     bar.close()
@@ -74,3 +79,39 @@ def test_the_cli_exits_non_zero_when_an_object_failed(tmp_path, mediapipe_dir, p
     assert main(["process", str(tmp_path / "in"), "--task", "restore", "--local", "--out", str(tmp_path / "o")]) == 1
     assert "failed 1, skipped 1" in capsys.readouterr().err
     assert main(["process", str(tmp_path / "in"), "--task", "restore", "--params", "{x"]) == 2
+
+
+def test_the_backfill_sends_the_raw_photo_not_base64_json(tmp_path, local_backend, job_ctx, photo_jpeg):
+    fields_in = {"upscale": 2, "only_center_face": True}
+    params = parse_job_params("restore", fields_in, job_ctx)
+    answer = json.dumps(asyncio.run(job_executor(local_backend, job_ctx)("restore", photo_jpeg, params)).to_json())
+    seen: list[tuple[str, str, bytes]] = []
+
+    class Service(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append((self.path, self.headers["Content-Type"], body))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(answer.encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Service)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        LocalStore(tmp_path / "in").put("a.jpg", photo_jpeg, content_type="image/jpeg")
+        execute = http_executor(f"http://127.0.0.1:{server.server_address[1]}")
+        summary = asyncio.run(
+            backfill(str(tmp_path / "in"), "restore", execute=execute, context=job_ctx, params=fields_in)
+        )
+    finally:
+        server.shutdown()
+    assert dict(summary.counts) == {"done": 1}
+    [(path, content_type, body)] = seen
+    route, _, query = path.partition("?")
+    assert (route, content_type, body) == ("/v1/restore", "application/octet-stream", photo_jpeg)
+    fields = urllib.parse.parse_qs(query)
+    assert (fields["return"], fields["upscale"], fields["only_center_face"]) == (["json"], ["2"], ["true"])

@@ -1,0 +1,201 @@
+"""One object of one route to exactly one record: the attempts, their classification and retries. No Ray.
+
+``ObjectAttempts.run`` is what ``BucketWorker.process_object`` calls once it holds the object's lock and a slot; it
+reads and writes only through the route's stores and the records of ``serve_app.bucket.records``, so any trigger
+(the bucket runner, the backfill CLI, a jobs store) gets the same outcome for the same object. Every step of an
+attempt (the HEAD, reading records, reading the object, the job, writing the result or the error record) fails into
+``outcomes.classify``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from deployments.common.errors import InputError, PortraitError
+from deployments.common.params import JobParams
+from serve_app.bucket.outcomes import (
+    DEFAULT_RETRY,
+    Fault,
+    ObjectOutcome,
+    RetryPolicy,
+    Status,
+    Strikes,
+    classify,
+    failure_code,
+    is_transient,
+)
+from serve_app.bucket.records import (
+    ErrorRecord,
+    RecordNames,
+    ResultRecord,
+    SourceOut,
+    describe_source,
+    error_detail,
+    find_records,
+    is_recorded,
+    output_key,
+    sheet_key,
+    unread_source,
+    write_error,
+    write_result,
+)
+from serve_app.bucket.routing import Route, object_params
+from serve_app.jobs import JobContext
+from serve_app.jobs.deadline import within_deadline
+from serve_app.jobs.results import JobResult
+from serve_app.schemas import ErrorDetail
+from storage.base import ObjectStore
+from storage.errors import ObjectNotFound
+
+logger = logging.getLogger(__name__)
+
+JobExecutor = Callable[[str, bytes, JobParams], Awaitable[JobResult]]
+
+
+@dataclass
+class _Seen:
+    """What the attempts at one object learned: the version last described (the error record names it)."""
+
+    source: SourceOut
+
+
+class ObjectAttempts:
+    """Runs the attempts at single objects; holds the failure counts (``Strikes``) across scans."""
+
+    def __init__(
+        self,
+        stores: Mapping[str, tuple[ObjectStore, ObjectStore]],
+        execute: JobExecutor,
+        context: JobContext,
+        *,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        job_timeout_s: float = 300.0,
+        transient: Callable[[BaseException], bool] = is_transient,
+    ) -> None:
+        self._stores = stores
+        self._execute = execute
+        self._context = context
+        self._retry = retry
+        self._job_timeout_s = job_timeout_s
+        self._transient = transient
+        self._strikes = Strikes()
+
+    async def run(self, route: Route, names: RecordNames, etag: str | None) -> ObjectOutcome:
+        """Retry every failure with backoff; then defer the transient ones and record the others.
+
+        ``etag``: what an event or a listing said, named by the error record if the store refuses even a HEAD."""
+        return await self._with_retries(route, names, _Seen(unread_source(route.input, names.key, etag)))
+
+    async def _with_retries(self, route: Route, names: RecordNames, seen: _Seen) -> ObjectOutcome:
+        key = names.key
+        for attempt in range(1, self._retry.max_attempts + 1):
+            try:
+                return await self._attempt(route, names, attempt, seen)
+            except Exception as exc:
+                fault = classify(exc, self._transient)
+                code = failure_code(exc, fault)
+                if fault is not Fault.TRANSIENT:
+                    strikes = self._strikes.add(route.name, key, seen.source.etag)
+                    if strikes >= self._retry.max_attempts:
+                        return await self._record_failure(route, names, seen.source, exc, fault, attempt)
+                if attempt == self._retry.max_attempts:
+                    logger.warning(
+                        "%s: %r still failing after %d attempts (%s: %s); left for the next scan",
+                        route.name,
+                        key,
+                        attempt,
+                        code,
+                        exc,
+                    )
+                    return ObjectOutcome(route.name, key, Status.DEFERRED, code=code, attempts=attempt)
+                delay_s = self._retry.delay_s(attempt)
+                logger.info(
+                    "%s: %r attempt %d failed (%s: %s); retrying in %.2f s",
+                    route.name,
+                    key,
+                    attempt,
+                    code,
+                    exc,
+                    delay_s,
+                )
+                await asyncio.sleep(delay_s)
+        return ObjectOutcome(route.name, key, Status.DEFERRED, code="internal_error", attempts=self._retry.max_attempts)
+
+    async def _record_failure(
+        self, route: Route, names: RecordNames, source: SourceOut, exc: BaseException, fault: Fault, attempts: int
+    ) -> ObjectOutcome:
+        """A failure that retrying does not cure: its error record, so scans do not redo the object forever."""
+        code = failure_code(exc, fault)
+        self._strikes.clear(route.name, names.key, source.etag)
+        if fault is Fault.BUG:
+            logger.error("%s: %r failed after %d attempts", route.name, names.key, attempts, exc_info=exc)
+        else:
+            logger.warning("%s: %r failed after %d attempts (%s: %s)", route.name, names.key, attempts, code, exc)
+        message = exc.message if isinstance(exc, PortraitError) else f"{type(exc).__name__}: {exc}"
+        detail = ErrorDetail(code=code, message=message)
+        try:
+            await self._write_error(route, names, source, detail)
+        except Exception:  # the output refuses too: nothing more to do here; the next scan tries again
+            logger.exception("%s: the error record of %r could not be written", route.name, names.key)
+        return ObjectOutcome(route.name, names.key, Status.FAILED, etag=source.etag, code=code, attempts=attempts)
+
+    async def _write_error(self, route: Route, names: RecordNames, source: SourceOut, error: ErrorDetail) -> None:
+        record = ErrorRecord(source=source, route=route.name, task=route.task, error=error, failed_at=_now())
+        await asyncio.to_thread(write_error, self._stores[route.name][1], names, record)
+
+    async def _attempt(self, route: Route, names: RecordNames, attempt: int, seen: _Seen) -> ObjectOutcome:
+        """One try; every failure that is not the caller's fault leaves as an exception for ``_with_retries``."""
+        source_store, output_store = self._stores[route.name]
+        key = names.key
+        try:
+            info = await asyncio.to_thread(source_store.head, key)
+            seen.source = describe_source(route.input, info)
+            if is_recorded(await asyncio.to_thread(find_records, output_store, names), seen.source):
+                return ObjectOutcome(route.name, key, Status.SKIPPED, etag=info.etag, attempts=attempt)
+            names.require_metadata()
+            params = object_params(route, info.user_metadata, self._context)
+            stored = await asyncio.to_thread(source_store.get, key, max_bytes=self._context.limits.max_bytes)
+            seen.source = describe_source(route.input, stored.info)  # the version actually read
+            result = await within_deadline(
+                self._execute(route.task, stored.data, params), self._job_timeout_s, wait_stopped=True
+            )
+            record = self._result_record(route, key, seen.source, params, result, attempt)
+            await asyncio.to_thread(write_result, output_store, names, result, record)
+        except ObjectNotFound:
+            return ObjectOutcome(route.name, key, Status.GONE, attempts=attempt)
+        except InputError as exc:
+            await self._write_error(route, names, seen.source, error_detail(exc))
+            logger.info("%s: %r refused (%s: %s)", route.name, key, exc.code, exc.message)
+            self._strikes.clear(route.name, key, seen.source.etag)
+            return ObjectOutcome(route.name, key, Status.FAILED, etag=seen.source.etag, code=exc.code, attempts=attempt)
+        self._strikes.clear(route.name, key, seen.source.etag)
+        lag_s = record.event_lag_s
+        return ObjectOutcome(route.name, key, Status.DONE, etag=seen.source.etag, attempts=attempt, lag_s=lag_s)
+
+    def _result_record(
+        self, route: Route, key: str, source: SourceOut, params: JobParams, result: JobResult, attempt: int
+    ) -> ResultRecord:
+        finished_at = _now()
+        uploaded_at = source.last_modified or finished_at
+        within = route.output.prefix
+        return ResultRecord(
+            source=source,
+            route=route.name,
+            task=route.task,
+            params=params.model_dump(by_alias=True),
+            result_key=output_key(key, result, within=within),
+            sheet_key=sheet_key(key, result, within=within),
+            meta=result.meta,
+            uploaded_at=uploaded_at,
+            finished_at=finished_at,
+            event_lag_s=round((finished_at - uploaded_at).total_seconds(), 3),
+            attempts=attempt,
+        )
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
