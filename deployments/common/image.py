@@ -40,7 +40,11 @@ SOFTWARE_TAG = "portrait-serve"
 OutputFormat = Literal["jpeg", "png", "webp"]
 MEDIA_TYPES: dict[str, str] = {"jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
 _SUBSAMPLING = {"4:4:4": 0, "4:2:2": 1, "4:2:0": 2}
+MAX_SIDE_PX: dict[str, int] = {"jpeg": 65500, "webp": 16383}  # what each format can hold; PNG: 2**31 - 1
 _EXIF_SOFTWARE, _EXIF_XRES, _EXIF_YRES, _EXIF_RES_UNIT = 0x0131, 0x011A, 0x011B, 0x0128
+# What Pillow raises on a damaged file; TypeError: its TIFF reader on a frame that lacks its dimensions.
+_DECODER_ERRORS = (OSError, SyntaxError, ValueError, EOFError, TypeError)
+_SCALE_ROWS_PX = 1 << 18  # 16-bit and float images are scaled to 8 bits this many pixels at a time
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,7 +56,7 @@ class DecodedImage:
     format: str
     dpi: tuple[float, float] | None
     icc_profile: bytes | None = None
-    frames: int = 1
+    animated: bool = False  # more frames than the first (never counted: counting walks the whole file)
 
     @property
     def width(self) -> int:
@@ -72,7 +76,7 @@ def decode_image(
 ) -> DecodedImage:
     """Decode ``data`` into the image contract, or raise a typed :class:`InputError`.
 
-    Animated inputs (GIF, APNG, animated WebP) give their first frame; ``frames`` says how many there were.
+    Animated inputs (GIF, APNG, animated WebP) give their first frame; ``animated`` says there were more.
     ``min_side_px``: a job that needs fewer pixels lets a JPEG decode at 1/2, 1/4 or 1/8 scale (the decoder's DCT
     scaling, several times faster on a 12 MP photo) while both sides stay at least this long.
     """
@@ -85,13 +89,13 @@ def decode_image(
         )
     image = _open_checked(data, max_pixels)
     try:
-        frames = int(getattr(image, "n_frames", 1))
+        animated = bool(getattr(image, "is_animated", False))  # looks at the second frame, never at the last
         image.seek(0)
         if min_side_px is not None and image.format == "JPEG":
             image.draft(image.mode, (min_side_px, min_side_px))
         image.load()
         upright = ImageOps.exif_transpose(image)
-    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+    except _DECODER_ERRORS as exc:
         raise CorruptImage(f"the {image.format} image is damaged or truncated: {exc}") from exc
     rgb, alpha = _to_contract(upright)
     return DecodedImage(
@@ -100,7 +104,7 @@ def decode_image(
         format=str(image.format).lower(),
         dpi=_read_dpi(image),
         icc_profile=image.info.get("icc_profile") or None,
-        frames=frames,
+        animated=animated,
     )
 
 
@@ -135,20 +139,30 @@ def _open_checked(data: bytes, max_pixels: int) -> Image.Image:
 def _to_contract(image: Image.Image) -> tuple[np.ndarray, np.ndarray | None]:
     """Any Pillow mode to (RGB uint8, alpha uint8 or None); 16-bit data is scaled, not clipped."""
     mode = image.mode
-    if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
-        values = np.asarray(image, dtype=np.float64)
-        peak = 65535.0 if mode.startswith("I;16") or values.max(initial=0) > 255 else 255.0
-        gray = np.clip(np.rint(values * (255.0 / peak)), 0, 255).astype(np.uint8)
-        return np.ascontiguousarray(np.repeat(gray[..., None], 3, axis=2)), None
-    if mode == "F":
-        values = np.asarray(image, dtype=np.float64)
-        gray = np.clip(np.rint(values * (255.0 if values.max(initial=0) <= 1.0 else 1.0)), 0, 255).astype(np.uint8)
+    if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
+        values = np.asarray(image)  # in its own type: a 50 MP float64 copy would be 400 MB
+        top = float(values.max(initial=0))
+        if mode == "F":
+            scale = 255.0 if top <= 1.0 else 1.0
+        else:
+            scale = 255.0 / (65535.0 if mode.startswith("I;16") or top > 255 else 255.0)
+        gray = _scaled_to_uint8(values, scale)
         return np.ascontiguousarray(np.repeat(gray[..., None], 3, axis=2)), None
     has_alpha = mode in ("RGBA", "LA", "PA", "RGBa", "La") or (mode == "P" and "transparency" in image.info)
     if has_alpha:
         rgba = np.asarray(image.convert("RGBA"))
         return np.ascontiguousarray(rgba[..., :3]), np.ascontiguousarray(rgba[..., 3])
     return np.ascontiguousarray(np.asarray(image.convert("RGB"))), None
+
+
+def _scaled_to_uint8(values: np.ndarray, scale: float) -> np.ndarray:
+    """``round(values * scale)`` clipped to 0..255, a band of rows at a time (the float temporaries stay small)."""
+    gray = np.empty(values.shape, dtype=np.uint8)
+    rows = max(1, _SCALE_ROWS_PX // max(1, values.shape[1]))
+    for top in range(0, values.shape[0], rows):
+        band = values[top : top + rows].astype(np.float64) * scale
+        gray[top : top + rows] = np.clip(np.rint(band), 0, 255)
+    return gray
 
 
 def _read_dpi(image: Image.Image) -> tuple[float, float] | None:
@@ -172,8 +186,10 @@ def encode_image(
 ) -> bytes:
     """Encode the image contract to ``fmt`` with DPI (PNG pHYs, JPEG JFIF + EXIF) and an EXIF ``Software`` tag.
 
-    JPEG has no alpha channel, so alpha is dropped there; PNG and WebP keep it.
+    JPEG has no alpha channel, so alpha is dropped there; PNG and WebP keep it. A result longer than the format can
+    hold (:data:`MAX_SIDE_PX`) is the caller's choice of format: 422 naming the limit.
     """
+    _check_side(rgb, fmt)
     image = _from_contract(rgb, alpha if fmt != "jpeg" else None)
     exif = Image.Exif()
     exif[_EXIF_SOFTWARE] = software
@@ -212,6 +228,17 @@ def encode_image(
         buffer = io.BytesIO()
         image.save(buffer, format=pil_format, **{**options, "optimize": False})
     return buffer.getvalue()
+
+
+def _check_side(rgb: np.ndarray, fmt: str) -> None:
+    limit = MAX_SIDE_PX.get(fmt)
+    height, width = rgb.shape[:2]
+    if limit is not None and max(width, height) > limit:
+        raise InvalidParameter(
+            f"a {fmt} image is at most {limit} px a side and this result is {width}x{height}: "
+            "ask for format png, or for a smaller result",
+            details={"field": "format", "max_side_px": limit, "width": width, "height": height},
+        )
 
 
 def require_image(image: object, *, what: str = "image", min_side_px: int = 1) -> None:

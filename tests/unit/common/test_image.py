@@ -125,7 +125,7 @@ def test_animated_gif_gives_its_first_frame():
     buffer = io.BytesIO()
     frames[0].save(buffer, format="GIF", save_all=True, append_images=frames[1:])
     decoded = decode_image(buffer.getvalue())
-    assert decoded.frames == 2
+    assert decoded.animated
     assert tuple(decoded.rgb[16, 16]) == (255, 0, 0)
 
 
