@@ -1,4 +1,4 @@
-"""What a chat completion request holds: its body (refused by declared size first), the last user message's text,
+"""What a chat completion request holds: its body (streamed under a cap), the last user message's text,
 and the photo its ``image_url`` part carries: a base64 data URL, or an http(s) URL on an allowed host only, fetched
 without redirects so a reply cannot send us elsewhere (to an internal address).
 """
@@ -19,10 +19,10 @@ from pydantic import ValidationError
 from deployments.common.errors import ImageTooLarge, InvalidParameter
 from serve_app.instructions import InstructionsConfig
 from serve_app.openai_wire import ChatMessage, ChatRequest, RemoteImageRefused
+from serve_app.settings import Settings
+from serve_app.uploads import BASE64_GROWTH, body_limit_bytes, read_body
 
 IN_MESSAGES = {"field": "messages"}  # where a chat request's problem lies (OpenAI's error "param")
-_BASE64_GROWTH = 4 / 3
-_FORM_OVERHEAD_BYTES = 1_000_000
 
 
 def text_and_image_url(messages: list[ChatMessage]) -> tuple[str, str | None]:
@@ -57,7 +57,7 @@ async def image_from_url(url: str, config: InstructionsConfig, max_bytes: int) -
         header, _, encoded = url.partition(",")
         if not header.endswith(";base64"):
             raise InvalidParameter("an image data URL must be base64 (data:image/jpeg;base64,...)", details=IN_MESSAGES)
-        if len(encoded) > max_bytes * _BASE64_GROWTH + 4:
+        if len(encoded) > max_bytes * BASE64_GROWTH + 4:
             raise ImageTooLarge(f"the image data URL holds more than {max_bytes} bytes")
         try:
             return base64.b64decode(encoded, validate=True)
@@ -98,13 +98,11 @@ def _fetch(url: str, timeout_s: float, max_bytes: int) -> bytes:
     return data
 
 
-async def read_chat_request(request: Request, max_bytes: int) -> ChatRequest:
-    """The body, refused by its declared size before it is read (a photo travels base64 inside it)."""
-    declared = request.headers.get("content-length")
-    limit = max_bytes * _BASE64_GROWTH + _FORM_OVERHEAD_BYTES
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise ImageTooLarge(f"the request has {declared} bytes; the image limit is {max_bytes}")
+async def read_chat_request(request: Request, settings: Settings) -> ChatRequest:
+    """The body, streamed under the JSON cap (a photo travels base64 inside it) and the body deadline."""
+    limit_bytes = body_limit_bytes("application/json", settings.max_image_bytes)
+    body = await read_body(request, limit_bytes=limit_bytes, timeout_s=settings.body_timeout_s)
     try:
-        return ChatRequest.model_validate_json(await request.body())
+        return ChatRequest.model_validate_json(body)
     except ValidationError as exc:
         raise RequestValidationError(exc.errors(include_url=False, include_context=False)) from None

@@ -14,6 +14,7 @@ from ray.serve.handle import DeploymentHandle
 
 from serve_app.auth import AuthConfig, Gate, load_keys, warn_when_open
 from serve_app.auth.deployment import RayLimiter
+from serve_app.bucket.webhook import require_events_token
 from serve_app.handles import BucketRunnerClient, HandleBackend, ServeReplicaCounts, Stages
 from serve_app.instructions import InstructionsConfig
 from serve_app.jobs import JOBS
@@ -45,7 +46,8 @@ class Ingress:
         keys.check_tasks(JOBS)
         # The limits live in one named actor every replica shares; without keys there is nothing to limit.
         self._gate = Gate(keys, RayLimiter()) if len(keys) else None
-        warn_when_open(keys, _http_host())
+        http_host = _http_host()
+        warn_when_open(keys, http_host)
         self._settings = get_settings()
         self._backend = IngressBackend(
             stages,
@@ -55,6 +57,7 @@ class Ingress:
         )
         self._event_sink = None
         if bucket_runner is not None:
+            require_events_token(self._settings, http_host)
             self._event_sink = BucketRunnerClient(bucket_runner)
             self._backend.watch("BucketRunner", bucket_runner)
 

@@ -189,7 +189,7 @@ async def images_edits(request: Request) -> JSONResponse:
     ``output_format``) → ``{"created", "data": [{"b64_json", "revised_prompt"}], ...}``; ``revised_prompt`` says what
     was done, ``portrait`` holds the job, its params and the result's metadata."""
     settings = settings_of(request)
-    upload = await read_upload(request, max_bytes=settings.max_image_bytes)
+    upload = await read_upload(request, settings)
     fields = upload.fields
     if str(fields.get("n", "1")) != "1":
         raise InvalidParameter("n must be 1: one image per request", details={"field": "n"})
@@ -233,7 +233,7 @@ async def chat_completions(request: Request) -> Response:
     """OpenAI Chat Completions: the last user message's text is the instruction, its ``image_url`` (a data URL) the
     photo; the answer's content is the result as a Markdown image plus what was done. ``stream: true`` → SSE."""
     settings = settings_of(request)
-    body = await read_chat_request(request, settings.max_image_bytes)
+    body = await read_chat_request(request, settings)
     prompt, image_url = text_and_image_url(body.messages)
     if image_url is None:
         raise ImageRequired(

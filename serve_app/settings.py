@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 
 from deployments.common.image import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
 from deployments.common.settings import REPO_ROOT, ModelSettings
@@ -24,15 +24,28 @@ class Settings(ModelSettings):
     request_timeout_s: float = Field(
         120.0, gt=0, description="a job route answers 504 `timeout` after this; keep Serve's proxy timeout above it"
     )
+    body_timeout_s: float = Field(
+        60.0, gt=0, description="a request body not all arrived after this is refused (408): no slot held by a drip"
+    )
     health_timeout_s: float = Field(
         2.0, gt=0, le=30, description="/healthz answers within this, whatever the deployments do"
     )
-    events_token: SecretStr | None = Field(None, description="bearer token POST /v1/events/s3 requires, when set")
+    events_token: SecretStr | None = Field(
+        None,
+        description="bearer token POST /v1/events/s3 requires; unset, the ingress starts the webhook on loopback only",
+    )
     buckets_root: Path | None = Field(
         None,
         description="absolute base of relative local-folder bucket routes; required on a multi-node cluster "
         "(default on one node: the working directory)",
     )
+
+    @field_validator("events_token")
+    @classmethod
+    def _token_not_blank(cls, token: SecretStr | None) -> SecretStr | None:
+        if token is not None and not token.get_secret_value().strip():
+            raise ValueError("PORTRAIT_EVENTS_TOKEN is set but blank: give it a token, or unset it (loopback only)")
+        return token
 
 
 @lru_cache(maxsize=1)

@@ -53,7 +53,7 @@ def shows_details(request: Request) -> bool:
 
 def warn_when_open(keys: KeyRing, host: str) -> bool:
     """Log one warning when the service listens beyond loopback without keys; True when it did."""
-    if len(keys) or _is_loopback(host):
+    if len(keys) or is_loopback(host):
         return False
     logger.warning(
         "no API keys configured (args.auth) and the HTTP host is %s: every job route is open to whoever reaches it",
@@ -62,7 +62,7 @@ def warn_when_open(keys: KeyRing, host: str) -> bool:
     return True
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:

@@ -2,9 +2,14 @@
 liveness probe. No Ray: the runner arrives as an ``EventSink`` on ``app.state.event_sink``.
 
 It answers 2xx as soon as the events are handed to the runner (MinIO treats anything else as a failed delivery and
-queues the event for replay), and 401 JSON when ``PORTRAIT_EVENTS_TOKEN`` is set and the bearer token differs.
+queues the event for replay). Secure by default: the ingress refuses to start the webhook without
+``PORTRAIT_EVENTS_TOKEN`` unless the HTTP host is loopback (:func:`require_events_token`); with a token, a request
+needs ``Authorization: Bearer <token>`` (scheme in any case, compared in constant time: 401 otherwise). Only JSON
+bodies are read (415 otherwise: a browser's cross-site form POST cannot send ``application/json`` without a CORS
+preflight), streamed under 1 MiB and the body deadline.
 """
 
+import hashlib
 import hmac
 import logging
 from typing import Protocol
@@ -15,9 +20,11 @@ from pydantic import BaseModel
 
 from deployments.common.errors import InputError, ServiceError
 from serve_app.app_state import settings_of
+from serve_app.auth.guard import is_loopback
 from serve_app.bucket.events import ObjectEvent, created_events, parse_notification
 from serve_app.schemas import ErrorOut
 from serve_app.settings import Settings
+from serve_app.uploads import load_json, media_type, read_body
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +47,15 @@ class EventBodyTooLarge(InputError):
     http_status = 413
 
 
+class EventBodyNotJson(InputError):
+    code = "unsupported_media_type"
+    http_status = 415
+
+
+class EventsTokenRequired(RuntimeError):
+    """The webhook would be open to anyone who reaches the HTTP host: the ingress does not start."""
+
+
 class EventsOut(BaseModel):
     received: int  # object-created events in the body
     accepted: int  # (route, object) pairs handed to the runner; events matching no route are ignored
@@ -49,14 +65,19 @@ def install_event_routes(api: FastAPI) -> None:
     @api.post(
         "/v1/events/s3",
         response_model=EventsOut,
-        responses={status: {"model": ErrorOut} for status in (401, 413, 422, 503)},
+        responses={status: {"model": ErrorOut} for status in (401, 408, 413, 415, 422, 503)},
         tags=["events"],
     )
     async def s3_events(request: Request) -> EventsOut:
         """Bucket notifications: a MinIO webhook body or S3 event records. Processing continues after the answer."""
-        _check_token(request, settings_of(request))
-        body = await _read_body(request)
-        events = created_events(parse_notification(body))
+        settings = settings_of(request)
+        _check_token(request, settings)
+        if media_type(request) != "application/json":
+            raise EventBodyNotJson("bucket events are JSON: send them with Content-Type: application/json")
+        body = await read_body(
+            request, limit_bytes=MAX_EVENT_BODY_BYTES, timeout_s=settings.body_timeout_s, too_large=EventBodyTooLarge
+        )
+        events = created_events(parse_notification(load_json(body, "the event notification")))
         sink: EventSink | None = getattr(request.app.state, "event_sink", None)
         if sink is None:
             raise RunnerUnavailable("the bucket runner is not deployed (application arg bucket_runner: false)")
@@ -69,19 +90,26 @@ def install_event_routes(api: FastAPI) -> None:
         return Response(status_code=200)
 
 
+def require_events_token(settings: Settings, http_host: str) -> None:
+    """Refuse to serve the webhook without a token on any host but loopback (called when the ingress starts)."""
+    if settings.events_token is None and not is_loopback(http_host):
+        raise EventsTokenRequired(
+            f"the HTTP host is {http_host} and PORTRAIT_EVENTS_TOKEN is not set, so POST /v1/events/s3 would take "
+            "bucket events from anyone who reaches it: set PORTRAIT_EVENTS_TOKEN (from a secret), listen on "
+            "127.0.0.1, or deploy without the bucket runner (args.bucket_runner: false)"
+        )
+
+
 def _check_token(request: Request, settings: Settings) -> None:
     if settings.events_token is None:
-        return
-    expected = f"Bearer {settings.events_token.get_secret_value()}".encode()
-    given = request.headers.get("authorization", "").encode()
-    if not hmac.compare_digest(given, expected):
+        return  # a loopback host only: require_events_token stopped any other at start
+    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    expected = settings.events_token.get_secret_value()
+    if scheme.lower() != "bearer" or not _same_secret(credentials.strip(), expected):
         raise HTTPException(401, "missing or wrong bearer token for bucket events", {"WWW-Authenticate": "Bearer"})
 
 
-async def _read_body(request: Request) -> bytes:
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_EVENT_BODY_BYTES:
-            raise EventBodyTooLarge(f"event body larger than {MAX_EVENT_BODY_BYTES} bytes")
-    return bytes(body)
+def _same_secret(given: str, expected: str) -> bool:
+    """Compared as digests: the time taken tells neither the content nor the length of the token."""
+    digest = hashlib.sha256
+    return hmac.compare_digest(digest(given.encode()).digest(), digest(expected.encode()).digest())

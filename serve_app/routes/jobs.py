@@ -28,7 +28,7 @@ _ERRORS = {status: {"model": ErrorOut} for status in (400, 413, 415, 422, 503, 5
 async def _run_job(request: Request, task: str, forced: dict | None = None) -> Response:
     """Every job route: read the upload, validate the options, run the job, answer image bytes or JSON."""
     settings = _settings(request)
-    upload = await read_upload(request, max_bytes=settings.max_image_bytes)
+    upload = await read_upload(request, settings)
     context = job_context(settings)
     params = parse_job_params(task, {**upload.fields, **(forced or {})}, context)
     result = await within_request_timeout(run_job(_backend(request), task, upload.data, params, context), settings)
@@ -63,7 +63,7 @@ router = APIRouter()
 async def faces(request: Request) -> FacesOut:
     """Every face: box, score, 5 landmarks and roll, in original-image pixels after EXIF orientation."""
     settings = _settings(request)
-    upload = await read_upload(request, max_bytes=settings.max_image_bytes)
+    upload = await read_upload(request, settings)
     context = job_context(settings)
     faces = find_faces(_backend(request), upload.data, context, context.manifest["face-detect-short"].engine)
     return await within_request_timeout(faces, settings)

@@ -111,6 +111,17 @@ def test_the_kuberay_head_survives_restarts_and_serves_nothing_itself():
     assert groups["cpu"]["minReplicas"] >= 2
 
 
+def test_every_kuberay_worker_takes_the_events_token_from_a_secret():
+    """The ingress listens on 0.0.0.0 there, so it starts the bucket webhook only with PORTRAIT_EVENTS_TOKEN."""
+    for group in _kuberay_service()["spec"]["rayClusterConfig"]["workerGroupSpecs"]:
+        [container] = group["template"]["spec"]["containers"]
+        env = {variable["name"]: variable for variable in container.get("env", [])}
+        assert env["PORTRAIT_EVENTS_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+            "name": "portrait-serve",
+            "key": "events-token",
+        }
+
+
 def test_gpu_config_puts_models_on_fractional_gpus_and_lets_them_scale_to_zero():
     gpu = {d["name"]: d for d in _deployments("configs/gpu.yaml") if d.get("ray_actor_options", {}).get("num_gpus")}
     assert set(gpu) == {

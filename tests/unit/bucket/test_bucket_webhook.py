@@ -39,12 +39,13 @@ def api(tmp_path, local_backend, job_ctx):
 
 
 AUTH = {"Authorization": "Bearer let-me-in"}
+JSON_AUTH = {**AUTH, "Content-Type": "application/json"}  # what MinIO sends; json= in a test adds the type itself
 
 
 def test_a_minio_event_is_accepted_and_the_result_appears(api, tmp_path, photo_jpeg):
     LocalStore(tmp_path / "in").put("new photo.jpg", photo_jpeg, content_type="image/jpeg")
     with TestClient(api) as client:
-        answer = client.post("/v1/events/s3", content=json.dumps(minio_body("in", "new+photo.jpg")), headers=AUTH)
+        answer = client.post("/v1/events/s3", content=json.dumps(minio_body("in", "new+photo.jpg")), headers=JSON_AUTH)
         assert (answer.status_code, answer.json()) == (200, {"received": 1, "accepted": 1})
         worker = api.state.event_sink.worker
         client.portal.call(worker.drain)
@@ -75,7 +76,7 @@ def test_head_answers_minios_liveness_probe_without_a_token(api):
 
 def test_a_bad_body_is_a_422_naming_the_problem(api):
     with TestClient(api) as client:
-        answer = client.post("/v1/events/s3", content=b'{"Records": "x"}', headers=AUTH)
+        answer = client.post("/v1/events/s3", content=b'{"Records": "x"}', headers=JSON_AUTH)
     assert answer.status_code == 422
     assert answer.json()["error"] == {"code": "invalid_parameter", "message": "'Records' must be a list, got str"}
 

@@ -182,7 +182,7 @@ def test_a_chat_body_is_refused_by_its_declared_size_and_must_be_json(client, ap
     api.state.settings = api.state.settings.model_copy(update={"max_image_bytes": 1000})
     big = client.post("/v1/chat/completions", json=_chat("修复", "data:image/jpeg;base64," + "A" * 1_400_000))
     assert (big.status_code, _openai_error(big)["code"]) == (413, "image_too_large")
-    assert _openai_error(big)["message"].startswith("the request has ")  # refused before the body was read
+    assert _openai_error(big)["message"].startswith("the request declares ")  # refused before the body was read
     inside = client.post("/v1/chat/completions", json=_chat("修复", "data:image/jpeg;base64," + "A" * 4000))
     assert _openai_error(inside)["message"] == "the image data URL holds more than 1000 bytes"
     broken = client.post("/v1/chat/completions", content=b"{not json", headers={"Content-Type": "application/json"})

@@ -1,0 +1,112 @@
+"""Requests sent to an ASGI app the way a client on the network sends them: a chunked body (no Content-Length) in
+pieces, counted as the app reads them, or one that stops arriving. For the body-limit tests and their benchmark."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+CHUNK_BYTES = 64 * 1024
+
+
+@dataclass
+class Answer:
+    status: int = 0
+    body: bytearray = field(default_factory=bytearray)
+    bytes_read: int = 0  # body bytes the app had taken when it started to answer
+
+    def json(self) -> dict:
+        return json.loads(self.body)
+
+
+def multipart_parts(total_bytes: int, boundary: str = "b0undary") -> Iterator[bytes]:
+    """A form whose field ``image`` holds ``total_bytes`` of data (after one small option field)."""
+    yield f'--{boundary}\r\nContent-Disposition: form-data; name="format"\r\n\r\npng\r\n'.encode()
+    yield f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="big.png"\r\n'.encode()
+    yield b"Content-Type: image/png\r\n\r\n"
+    yield from filler(total_bytes)
+    yield f"\r\n--{boundary}--\r\n".encode()
+
+
+def json_parts(total_bytes: int) -> Iterator[bytes]:
+    """``{"image_b64": "AAAA..."}`` with ``total_bytes`` of base64."""
+    yield b'{"image_b64": "'
+    yield from filler(total_bytes, b"A")
+    yield b'"}'
+
+
+def filler(total_bytes: int, byte: bytes = b"\x00") -> Iterator[bytes]:
+    sent = 0
+    while sent < total_bytes:
+        size = min(CHUNK_BYTES, total_bytes - sent)
+        sent += size
+        yield byte * size
+
+
+async def send_chunked(
+    app, path: str, content_type: str, parts: Iterator[bytes], *, headers: dict[str, str] | None = None
+) -> Answer:
+    """POST ``parts`` as a chunked body; ``bytes_read`` says how much of it the app had read when it answered."""
+    answer = Answer()
+    pending = iter(parts)
+
+    async def receive() -> dict:
+        if answer.status:
+            return {"type": "http.disconnect"}  # answered: the client is gone
+        chunk = next(pending, None)
+        if chunk is None:
+            return {"type": "http.request", "body": b"", "more_body": False}
+        answer.bytes_read += len(chunk)
+        return {"type": "http.request", "body": chunk, "more_body": True}
+
+    await app(_scope(path, content_type, headers or {}), receive, _sender(answer))
+    return answer
+
+
+async def send_stalled(app, path: str, content_type: str, first: bytes, *, timeout_s: float) -> Answer:
+    """POST ``first`` and then nothing more, as a client that drips (or stops) does; gives up after ``timeout_s``."""
+    answer = Answer()
+    sent = False
+
+    async def receive() -> dict:
+        nonlocal sent
+        if answer.status:
+            return {"type": "http.disconnect"}
+        if sent:
+            await asyncio.Event().wait()  # the rest never comes
+        sent = True
+        answer.bytes_read += len(first)
+        return {"type": "http.request", "body": first, "more_body": True}
+
+    await asyncio.wait_for(app(_scope(path, content_type, {}), receive, _sender(answer)), timeout_s)
+    return answer
+
+
+def _sender(answer: Answer):
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            answer.status = message["status"]
+        elif message["type"] == "http.response.body":
+            answer.body += message.get("body", b"")
+
+    return send
+
+
+def _scope(path: str, content_type: str, headers: dict[str, str]) -> dict:
+    raw = {"content-type": content_type, "transfer-encoding": "chunked", **headers}
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(name.encode("latin-1"), value.encode("latin-1")) for name, value in raw.items()],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
