@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from deployments.common.errors import InputError, InvalidParameter, ServiceError
 from deployments.common.params import JobParams
+from serve_app.bucket.leases import new_holder
 from serve_app.bucket.outcomes import ObjectOutcome, Status
 from serve_app.bucket.routing import BucketRoute, RoutingTable, resolve_route
 from serve_app.bucket.runner import BucketWorker, JobExecutor
@@ -131,7 +132,15 @@ async def backfill(
     )
     route = resolve_route(spec, context)
     on_outcome = progress.update if progress else None
-    worker = BucketWorker(RoutingTable([route]), execute, context, max_concurrency=concurrency, on_outcome=on_outcome)
+    # Claims of its own: an object a running bucket runner is processing is left to it (``in_progress``).
+    worker = BucketWorker(
+        RoutingTable([route]),
+        execute,
+        context,
+        max_concurrency=concurrency,
+        on_outcome=on_outcome,
+        holder=f"portrait-process/{new_holder()}",
+    )
     started = time.perf_counter()
     outcomes = await worker.reconcile(route, on_listed=progress.add if progress else None)
     if progress:

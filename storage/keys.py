@@ -119,6 +119,11 @@ def error_name(key: str, *, within: str = "") -> str:
     return name
 
 
+def lease_name(key: str) -> str:
+    """``_errors/_errors/<sha256 of the key>.lease``: where a worker claims the source while it processes it."""
+    return f"{ERRORS_FOLDER}/{ERRORS_FOLDER}/{hashlib.sha256(key.encode('utf-8')).hexdigest()}.lease"
+
+
 def error_key(output_prefix: str, key: str) -> str:
     """``<output>/`` + ``error_name(key)``: where the error record for source ``key`` is written."""
     return safe_join(output_prefix, error_name(key, within=output_prefix))

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 from deployments.common.errors import InputError, PortraitError
 from deployments.common.params import JobParams
+from serve_app.bucket.leases import RUNNER_HOLDER, Leases
 from serve_app.bucket.outcomes import (
     DEFAULT_RETRY,
     Fault,
@@ -53,6 +54,8 @@ from storage.errors import ObjectNotFound
 
 logger = logging.getLogger(__name__)
 
+LEASE_MARGIN_S = 60.0  # a claim outlives the job timeout by this much (stage threads finishing, the result upload)
+
 JobExecutor = Callable[[str, bytes, JobParams], Awaitable[JobResult]]
 
 
@@ -61,6 +64,7 @@ class _Seen:
     """What the attempts at one object learned: the version last described (the error record names it)."""
 
     source: SourceOut
+    lag_s: float | None = None  # upload → result written, once written
 
 
 class ObjectAttempts:
@@ -75,6 +79,7 @@ class ObjectAttempts:
         retry: RetryPolicy = DEFAULT_RETRY,
         job_timeout_s: float = 300.0,
         transient: Callable[[BaseException], bool] = is_transient,
+        holder: str = RUNNER_HOLDER,
     ) -> None:
         self._stores = stores
         self._execute = execute
@@ -83,6 +88,7 @@ class ObjectAttempts:
         self._job_timeout_s = job_timeout_s
         self._transient = transient
         self._strikes = Strikes()
+        self._leases = Leases(ttl_s=job_timeout_s + LEASE_MARGIN_S, holder=holder)
 
     async def run(self, route: Route, names: RecordNames, etag: str | None) -> ObjectOutcome:
         """Retry every failure with backoff; then defer the transient ones and record the others.
@@ -157,24 +163,44 @@ class ObjectAttempts:
             if is_recorded(await asyncio.to_thread(find_records, output_store, names), seen.source):
                 return ObjectOutcome(route.name, key, Status.SKIPPED, etag=info.etag, attempts=attempt)
             names.require_metadata()
-            params = object_params(route, info.user_metadata, self._context)
-            stored = await asyncio.to_thread(source_store.get, key, max_bytes=self._context.limits.max_bytes)
-            seen.source = describe_source(route.input, stored.info)  # the version actually read
-            result = await within_deadline(
-                self._execute(route.task, stored.data, params), self._job_timeout_s, wait_stopped=True
-            )
-            record = self._result_record(route, key, seen.source, params, result, attempt)
-            await asyncio.to_thread(write_result, output_store, names, result, record)
+            if not await asyncio.to_thread(self._leases.claim, output_store, names.lease):
+                return ObjectOutcome(route.name, key, Status.DEFERRED, code="in_progress", attempts=attempt)
+            try:
+                await self._run(route, names, info.user_metadata, attempt, seen)
+            except InputError as exc:  # recorded while the claim is held
+                return await self._refuse(route, names, seen.source, exc, attempt)
+            finally:
+                await asyncio.to_thread(self._leases.release, output_store, names.lease)
         except ObjectNotFound:
             return ObjectOutcome(route.name, key, Status.GONE, attempts=attempt)
         except InputError as exc:
-            await self._write_error(route, names, seen.source, error_detail(exc))
-            logger.info("%s: %r refused (%s: %s)", route.name, key, exc.code, exc.message)
-            self._strikes.clear(route.name, key, seen.source.etag)
-            return ObjectOutcome(route.name, key, Status.FAILED, etag=seen.source.etag, code=exc.code, attempts=attempt)
+            return await self._refuse(route, names, seen.source, exc, attempt)
         self._strikes.clear(route.name, key, seen.source.etag)
-        lag_s = record.event_lag_s
-        return ObjectOutcome(route.name, key, Status.DONE, etag=seen.source.etag, attempts=attempt, lag_s=lag_s)
+        return ObjectOutcome(route.name, key, Status.DONE, etag=seen.source.etag, attempts=attempt, lag_s=seen.lag_s)
+
+    async def _refuse(
+        self, route: Route, names: RecordNames, source: SourceOut, exc: InputError, attempt: int
+    ) -> ObjectOutcome:
+        """The caller's fault: its error record at once, not retried."""
+        await self._write_error(route, names, source, error_detail(exc))
+        logger.info("%s: %r refused (%s: %s)", route.name, names.key, exc.code, exc.message)
+        self._strikes.clear(route.name, names.key, source.etag)
+        return ObjectOutcome(route.name, names.key, Status.FAILED, etag=source.etag, code=exc.code, attempts=attempt)
+
+    async def _run(
+        self, route: Route, names: RecordNames, user_metadata: Mapping[str, str], attempt: int, seen: _Seen
+    ) -> None:
+        """Read the object, run the job, write the result (under the object's claim)."""
+        source_store, output_store = self._stores[route.name]
+        params = object_params(route, user_metadata, self._context)
+        stored = await asyncio.to_thread(source_store.get, names.key, max_bytes=self._context.limits.max_bytes)
+        seen.source = describe_source(route.input, stored.info)  # the version actually read
+        result = await within_deadline(
+            self._execute(route.task, stored.data, params), self._job_timeout_s, wait_stopped=True
+        )
+        record = self._result_record(route, names.key, seen.source, params, result, attempt)
+        await asyncio.to_thread(write_result, output_store, names, result, record)
+        seen.lag_s = record.event_lag_s
 
     def _result_record(
         self, route: Route, key: str, source: SourceOut, params: JobParams, result: JobResult, attempt: int

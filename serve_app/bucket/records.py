@@ -26,7 +26,7 @@ from serve_app.jobs.results import JobResult
 from serve_app.schemas import ErrorDetail, ResultMeta
 from storage.base import Location, ObjectInfo, ObjectStore
 from storage.errors import InvalidKey, ObjectNotFound
-from storage.keys import error_name, result_name, safe_join
+from storage.keys import error_name, lease_name, result_name, safe_join
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +81,7 @@ class RecordNames:
 
     key: str
     error: str  # always a valid name
+    lease: str  # the claim of a worker processing the source (``serve_app.bucket.leases``)
     metadata: str | None  # None when the key cannot name a result; ``refusal`` says why
     refusal: InvalidKey | None = None
 
@@ -96,7 +97,7 @@ def record_names(key: str, *, within: str = "") -> RecordNames:
         refusal = None
     except InvalidKey as exc:
         metadata, refusal = None, exc
-    return RecordNames(key, error_name(key, within=within), metadata, refusal)
+    return RecordNames(key, error_name(key, within=within), lease_name(key), metadata, refusal)
 
 
 def unread_source(location: Location, key: str, etag: str | None) -> SourceOut:
@@ -125,8 +126,8 @@ def result_extension(media_type: str) -> str:
 def find_records(store: ObjectStore, names: RecordNames) -> list[ResultRecord | ErrorRecord]:
     """The result and error records readable for one source (zero, one or both)."""
     found = [
-        _read_record(store, names.metadata, ResultRecord) if names.metadata else None,
-        _read_record(store, names.error, ErrorRecord),
+        read_record(store, names.metadata, ResultRecord) if names.metadata else None,
+        read_record(store, names.error, ErrorRecord),
     ]
     return [record for record in found if record is not None]
 
@@ -152,12 +153,12 @@ def write_result(store: ObjectStore, names: RecordNames, result: JobResult, reco
     if result.sheet is not None and record.sheet_key is not None:
         store.put(record.sheet_key, result.sheet, content_type=result.media_type)
     store.put(record.result_key, result.body, content_type=result.media_type)
-    store.put(names.require_metadata(), _dump(record), content_type=RECORD_CONTENT_TYPE)
+    store.put(names.require_metadata(), dump_record(record), content_type=RECORD_CONTENT_TYPE)
     store.delete(names.error)  # an error record of an earlier version no longer describes the object
 
 
 def write_error(store: ObjectStore, names: RecordNames, record: ErrorRecord) -> None:
-    store.put(names.error, _dump(record), content_type=RECORD_CONTENT_TYPE)
+    store.put(names.error, dump_record(record), content_type=RECORD_CONTENT_TYPE)
 
 
 def output_key(key: str, result: JobResult, *, within: str = "") -> str:
@@ -175,11 +176,11 @@ def error_detail(exc: PortraitError) -> ErrorDetail:
     return ErrorDetail(code=exc.code, message=exc.message, details=exc.details or None)
 
 
-def _dump(record: BaseModel) -> bytes:
+def dump_record(record: BaseModel) -> bytes:
     return record.model_dump_json(indent=2).encode("utf-8")
 
 
-def _read_record(store: ObjectStore, key: str, model: type[BaseModel]) -> Any:
+def read_record(store: ObjectStore, key: str, model: type[BaseModel]) -> Any:
     try:
         stored = store.get(key, max_bytes=MAX_RECORD_BYTES)
     except ObjectNotFound:

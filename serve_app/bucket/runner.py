@@ -36,6 +36,7 @@ from serve_app.backend import Backend
 from serve_app.bucket.attempts import JobExecutor, ObjectAttempts
 from serve_app.bucket.events import ObjectEvent, created_events
 from serve_app.bucket.folders import input_folder_missing
+from serve_app.bucket.leases import RUNNER_HOLDER
 from serve_app.bucket.outcomes import DEFAULT_RETRY, ObjectOutcome, RetryPolicy, RouteState, Status, is_transient
 from serve_app.bucket.pending import KeyLocks, PendingObject, PendingObjects
 from serve_app.bucket.records import RecordNames, record_names
@@ -76,6 +77,7 @@ class BucketWorker:
         store_opener: StoreOpener = open_store,
         on_outcome: Callable[[ObjectOutcome], None] | None = None,
         locks: KeyLocks | None = None,
+        holder: str = RUNNER_HOLDER,
     ) -> None:
         if max_concurrency < 1 or scan_chunk < 1:
             raise InvalidParameter(f"max_concurrency and scan_chunk must be at least 1, got {max_concurrency}")
@@ -92,7 +94,7 @@ class BucketWorker:
         self._pending = PendingObjects(max_pending)
         self._consumers: set[asyncio.Task[None]] = set()
         self._attempts = ObjectAttempts(
-            self._stores, execute, context, retry=retry, job_timeout_s=job_timeout_s, transient=transient
+            self._stores, execute, context, retry=retry, job_timeout_s=job_timeout_s, transient=transient, holder=holder
         )
         self._done: dict[tuple[str, str], tuple[str, RecordNames]] = {}  # (route, key) → ETag recorded, its names
         self.counts: dict[str, int] = {status.value: 0 for status in Status}

@@ -23,13 +23,15 @@ from tests.unit.bucket.bucket_samples import s3_record
 
 
 class FaultyStore:
-    """A real store whose ``method`` raises ``error`` on its first ``times`` calls (``None``: every call)."""
+    """A real store whose ``method`` raises ``error`` on its first ``times`` calls (``None``: every call), on key
+    ``only_key`` alone when given."""
 
-    def __init__(self, store, method: str, error: Exception, times: int | None) -> None:
+    def __init__(self, store, method: str, error: Exception, times: int | None, only_key: str | None = None) -> None:
         self._store = store
         self._method = method
         self._error = error
         self._left = times
+        self._only_key = only_key
         self.failures = 0
 
     def __getattr__(self, name):
@@ -38,6 +40,8 @@ class FaultyStore:
             return real
 
         def failing(*args, **kwargs):
+            if self._only_key not in (None, args[0]):
+                return real(*args, **kwargs)
             if self._left is None or self._left > 0:
                 self._left = None if self._left is None else self._left - 1
                 self.failures += 1
@@ -47,14 +51,14 @@ class FaultyStore:
         return failing
 
 
-def faulty_opener(side: str, method: str, error: Exception, times: int | None):
+def faulty_opener(side: str, method: str, error: Exception, times: int | None, only_key: str | None = None):
     """A ``store_opener`` that puts a ``FaultyStore`` on the route's ``in`` or ``out`` folder."""
     made: list[FaultyStore] = []
 
     def opener(location, settings=None):
         store = open_store(location, settings)
         if location.bucket.endswith(f"/{side}"):
-            made.append(FaultyStore(store, method, error, times))
+            made.append(FaultyStore(store, method, error, times, only_key))
             return made[-1]
         return store
 
@@ -71,15 +75,22 @@ def records_of(out: LocalStore) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize(
-    ("side", "method"),
-    [("out", "put"), ("out", "get"), ("in", "head"), ("in", "get")],
-    ids=["writing-the-result", "reading-records", "head", "reading-the-object"],
+    ("side", "method", "only_key"),
+    [
+        ("out", "put", "a.jpg"),
+        ("out", "put", "a.json"),
+        ("out", "get", "a.json"),
+        ("out", "put", None),
+        ("in", "head", None),
+        ("in", "get", None),
+    ],
+    ids=["writing-the-result", "writing-the-record", "reading-records", "claiming", "head", "reading-the-object"],
 )
 def test_a_store_blip_at_any_step_is_retried_and_the_object_is_not_lost(
-    tmp_path, local_backend, job_ctx, photo_jpeg, side, method
+    tmp_path, local_backend, job_ctx, photo_jpeg, side, method, only_key
 ):
     LocalStore(tmp_path / "in").put("a.jpg", photo_jpeg, content_type="image/jpeg")
-    opener = faulty_opener(side, method, StoreUnavailable("connection reset"), times=1)
+    opener = faulty_opener(side, method, StoreUnavailable("connection reset"), times=1, only_key=only_key)
     worker = make_worker(tmp_path, local_backend, job_ctx, store_opener=opener)
     outcome = run(worker.process_object(worker.table.routes[0], "a.jpg"))
     assert (outcome.status, outcome.attempts, opener.made[0].failures) == (Status.DONE, 2, 1)
@@ -88,7 +99,7 @@ def test_a_store_blip_at_any_step_is_retried_and_the_object_is_not_lost(
 
 def test_a_webhook_object_survives_an_output_blip(tmp_path, local_backend, job_ctx, photo_jpeg):
     LocalStore(tmp_path / "in").put("a.jpg", photo_jpeg, content_type="image/jpeg")
-    opener = faulty_opener("out", "put", StoreUnavailable("503 Slow Down"), times=2)
+    opener = faulty_opener("out", "put", StoreUnavailable("503 Slow Down"), times=2, only_key="a.json")
     worker = make_worker(tmp_path, local_backend, job_ctx, store_opener=opener)
 
     async def deliver():
@@ -112,9 +123,9 @@ def test_a_store_refusal_ends_in_an_error_record_after_n_tries_not_a_retry_forev
     tmp_path, local_backend, job_ctx, photo_jpeg, side, method, error, code
 ):
     info = LocalStore(tmp_path / "in").put("a.jpg", photo_jpeg, content_type="image/jpeg")
-    # The result write is refused, the error record's write is not (it goes to _errors/, under another name).
-    times = 3 if side == "out" else None
-    worker = make_worker(tmp_path, local_backend, job_ctx, store_opener=faulty_opener(side, method, error, times))
+    # On the output, the result's write is refused; the error record's is not (another name, under _errors/).
+    opener = faulty_opener(side, method, error, times=None, only_key="a.jpg")
+    worker = make_worker(tmp_path, local_backend, job_ctx, store_opener=opener)
     route = worker.table.routes[0]
     outcomes = run(worker.reconcile(route))
     assert [(o.status, o.code, o.attempts, o.etag) for o in outcomes] == [(Status.FAILED, code, 3, info.etag)]

@@ -9,6 +9,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
+from serve_app.backfill import backfill
 from serve_app.bucket.events import ObjectEvent
 from serve_app.bucket.outcomes import Status
 from serve_app.bucket.pending import PendingFull
@@ -148,3 +149,38 @@ def test_a_reconfigured_worker_takes_over_the_locks_and_queue_so_nothing_runs_tw
     assert (old.counts["done"], new.counts["done"]) == (1, 1)
     assert sorted((o.key, o.status) for o in outcomes) == [("a.jpg", Status.SKIPPED), ("b.jpg", Status.SKIPPED)]
     assert sorted(info.key for info in LocalStore(tmp_path / "out").list()) == ["a.jpg", "a.json", "b.jpg", "b.json"]
+
+
+def test_the_backfill_never_runs_an_object_a_running_runner_is_processing(tmp_path, local_backend, job_ctx, photo_jpeg):
+    LocalStore(tmp_path / "in").put("a.jpg", photo_jpeg, content_type="image/jpeg")
+    real = make_worker(tmp_path, local_backend, job_ctx)._attempts._execute
+    runs: list[str] = []
+
+    async def scenario():
+        release = asyncio.Event()
+
+        async def held(task, data, params):
+            runs.append(task)
+            await release.wait()
+            return await real(task, data, params)
+
+        runner = make_worker(tmp_path, local_backend, job_ctx, execute=held)  # the service, another process
+        in_flight = asyncio.create_task(runner.process_object(runner.table.routes[0], "a.jpg"))
+        while not runs:
+            await asyncio.sleep(0.01)
+
+        def portrait_process():
+            return backfill(str(tmp_path / "in"), "restore", execute=held, context=job_ctx, out=str(tmp_path / "out"))
+
+        meanwhile = await portrait_process()
+        release.set()
+        return meanwhile, await in_flight, await portrait_process()
+
+    meanwhile, done, after = run(scenario())
+    assert (dict(meanwhile.counts), done.status, dict(after.counts), len(runs)) == (
+        {"deferred": 1},
+        Status.DONE,
+        {"skipped": 1},
+        1,
+    )
+    assert sorted(info.key for info in LocalStore(tmp_path / "out").list()) == ["a.jpg", "a.json"]
