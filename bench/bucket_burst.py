@@ -29,6 +29,7 @@ from serve_app.settings import Settings
 from storage.base import open_store
 
 TOKEN = "burst"
+HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
 
 
 class StalledStore:
@@ -114,7 +115,7 @@ def main() -> None:
             tracemalloc.start()
             baseline = tracemalloc.get_traced_memory()[0]
             for number, (body, _) in enumerate(bodies, 1):
-                answer = client.post("/v1/events/s3", content=body, headers={"Authorization": f"Bearer {TOKEN}"})
+                answer = client.post("/v1/events/s3", content=body, headers=HEADERS)
                 queued = client.portal.call(lambda: _queued(worker))
                 tasks = client.portal.call(_task_count)
                 grown_mib = (tracemalloc.get_traced_memory()[0] - baseline) / (1 << 20)

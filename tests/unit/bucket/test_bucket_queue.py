@@ -4,7 +4,6 @@ reconfigured worker that takes over the old one's locks and queue."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 from fastapi.testclient import TestClient
@@ -65,7 +64,7 @@ def test_a_full_queue_makes_the_webhook_answer_503_so_minio_replays_later(tmp_pa
     app.state.event_sink = WorkerSink(worker)
     body = {"Records": [s3_record("in", f"p{i}.jpg", eTag=f"e{i}") for i in range(4)]}
     with TestClient(app) as client:
-        answer = client.post("/v1/events/s3", content=json.dumps(body), headers={"Authorization": "Bearer t"})
+        answer = client.post("/v1/events/s3", json=body, headers={"Authorization": "Bearer t"})
         client.portal.call(worker.cancel)
     assert answer.status_code == 503
     assert answer.json()["error"]["code"] == "overloaded"
