@@ -1,16 +1,11 @@
 """What a chat completion request holds: its body (streamed under a cap), the last user message's text,
 and the photo its ``image_url`` part carries: a base64 data URL, or an http(s) URL on an allowed host only, fetched
-without redirects so a reply cannot send us elsewhere (to an internal address).
+so that it cannot be turned inward (:mod:`serve_app.remote_images`).
 """
 
-import asyncio
 import base64
 import binascii
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Mapping
-from typing import Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
@@ -18,11 +13,10 @@ from pydantic import ValidationError
 
 from deployments.common.errors import ImageTooLarge, InvalidParameter
 from serve_app.instructions import InstructionsConfig
-from serve_app.openai_wire import ChatMessage, ChatRequest, RemoteImageRefused
+from serve_app.openai_wire import IN_MESSAGES, ChatMessage, ChatRequest
+from serve_app.remote_images import fetch_image
 from serve_app.settings import Settings
 from serve_app.uploads import BASE64_GROWTH, body_limit_bytes, read_body
-
-IN_MESSAGES = {"field": "messages"}  # where a chat request's problem lies (OpenAI's error "param")
 
 
 def text_and_image_url(messages: list[ChatMessage]) -> tuple[str, str | None]:
@@ -53,49 +47,18 @@ def _image_urls(message: ChatMessage) -> list[str]:
 
 
 async def image_from_url(url: str, config: InstructionsConfig, max_bytes: int) -> bytes:
-    if url.startswith("data:"):
-        header, _, encoded = url.partition(",")
-        if not header.endswith(";base64"):
-            raise InvalidParameter("an image data URL must be base64 (data:image/jpeg;base64,...)", details=IN_MESSAGES)
-        if len(encoded) > max_bytes * BASE64_GROWTH + 4:
-            raise ImageTooLarge(f"the image data URL holds more than {max_bytes} bytes")
-        try:
-            return base64.b64decode(encoded, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise InvalidParameter(f"the image data URL is not valid base64: {exc}", details=IN_MESSAGES) from None
-    parsed = urllib.parse.urlparse(url)
-    if parsed.scheme not in ("http", "https"):
-        raise InvalidParameter("image_url must be a data: URL (or an http(s) URL where allowed)", details=IN_MESSAGES)
-    if "*" not in config.image_url_hosts and parsed.hostname not in config.image_url_hosts:
-        raise RemoteImageRefused(
-            f"images are not fetched from {parsed.hostname}: send the photo as a data URL "
-            "(data:image/jpeg;base64,...) in the image_url part",
-            details={**IN_MESSAGES, "allowed_hosts": list(config.image_url_hosts)},
-        )
-    return await asyncio.to_thread(_fetch, url, config.image_fetch_timeout_s, max_bytes)
-
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A redirect could lead away from the allowed host (to an internal address): answered as the error it is."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-_IMAGE_FETCHER = urllib.request.build_opener(_NoRedirects)
-
-
-def _fetch(url: str, timeout_s: float, max_bytes: int) -> bytes:
-    """An allowed remote image, read up to the image limit (blocking; run in a worker thread); no redirects."""
+    """The photo of a data URL, or of an http(s) URL the config allows (:mod:`serve_app.remote_images`)."""
+    if not url.startswith("data:"):
+        return await fetch_image(url, config, max_bytes)
+    header, _, encoded = url.partition(",")
+    if not header.endswith(";base64"):
+        raise InvalidParameter("an image data URL must be base64 (data:image/jpeg;base64,...)", details=IN_MESSAGES)
+    if len(encoded) > max_bytes * BASE64_GROWTH + 4:
+        raise ImageTooLarge(f"the image data URL holds more than {max_bytes} bytes")
     try:
-        with _IMAGE_FETCHER.open(url, timeout=timeout_s) as reply:
-            data = reply.read(max_bytes + 1)
-    except (urllib.error.URLError, TimeoutError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise InvalidParameter(f"the image at {url} cannot be fetched: {reason}", details=IN_MESSAGES) from None
-    if len(data) > max_bytes:
-        raise ImageTooLarge(f"the image at {url} has more than {max_bytes} bytes")
-    return data
+        return base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidParameter(f"the image data URL is not valid base64: {exc}", details=IN_MESSAGES) from None
 
 
 async def read_chat_request(request: Request, settings: Settings) -> ChatRequest:

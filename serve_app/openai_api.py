@@ -28,7 +28,7 @@ from deployments.cartoon.styles import cartoon_styles
 from deployments.common.errors import InvalidParameter
 from deployments.common.weights import ModelSpec
 from serve_app.app_state import backend_of, settings_of
-from serve_app.chat_messages import IN_MESSAGES, image_from_url, read_chat_request, text_and_image_url
+from serve_app.chat_messages import image_from_url, read_chat_request, text_and_image_url
 from serve_app.deadlines import within_request_timeout
 from serve_app.instructions import Instruction, InstructionInterpreter, InstructionsConfig, JobHint, build_interpreter
 from serve_app.instructions.vocabulary import enum_values
@@ -36,6 +36,7 @@ from serve_app.jobs import JOBS, JobContext, job_context, parse_job_params, run_
 from serve_app.jobs.results import JobResult
 from serve_app.openai_wire import (
     DEFAULT_MODEL,
+    IN_MESSAGES,
     ChatRequest,
     ImageRequired,
     InstructionIn,

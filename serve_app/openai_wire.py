@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from deployments.common.errors import InputError
 
 DEFAULT_MODEL = "portrait"
+IN_MESSAGES = {"field": "messages"}  # where a chat request's problem lies (OpenAI's error "param")
 
 
 class ImageRequired(InputError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ipaddress import IPv4Network, IPv6Network
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -42,7 +43,11 @@ class InstructionsConfig(BaseModel):
     rules_deadline_s: float = Field(RULES_DEADLINE_S, gt=0, le=30)
     # Hosts whose http(s) image URLs the chat route fetches; empty (the default) accepts data: URLs only, "*" any host.
     image_url_hosts: tuple[str, ...] = ()
-    image_fetch_timeout_s: float = Field(10.0, gt=0, le=120)
+    # Ports beside 80 and 443 a fetch may connect to, and non-global networks it may reach (an in-house image store);
+    # every other address a host resolves to (loopback, private, link-local...) is refused (serve_app.remote_images).
+    image_url_ports: tuple[int, ...] = ()
+    image_url_networks: tuple[IPv4Network | IPv6Network, ...] = ()
+    image_fetch_timeout_s: float = Field(10.0, gt=0, le=120, description="one deadline for the whole fetch")
 
     @model_validator(mode="after")
     def _llm_needs_options(self) -> InstructionsConfig:

@@ -134,7 +134,10 @@ def photo_host(photo_jpeg):
 
 
 def test_an_allowed_host_is_fetched_without_following_redirects(client, api, photo_host):
-    api.state.instructions = InstructionsConfig(image_url_hosts=("127.0.0.1",))
+    port = int(photo_host.rpartition(":")[2])
+    api.state.instructions = InstructionsConfig(
+        image_url_hosts=("127.0.0.1",), image_url_ports=(port,), image_url_networks=("127.0.0.0/8",)
+    )
     answer = client.post("/v1/chat/completions", json=_chat("素描", f"{photo_host}/me.jpg"))
     assert (answer.status_code, answer.json()["portrait"]["params"]) == (200, {"style": "sketch"})
     moved = client.post("/v1/chat/completions", json=_chat("素描", f"{photo_host}/away"))
