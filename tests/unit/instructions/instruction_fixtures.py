@@ -1,7 +1,11 @@
 """Fixtures of the plain-language tests: the rule engine on the shipped presets, the API on the real engines
-in-process, a fake OpenAI-compatible chat server."""
+in-process, a fake OpenAI-compatible chat server, a photo server for image URLs."""
 
 from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from fastapi import FastAPI
@@ -30,3 +34,43 @@ def api(local_backend, mediapipe_dir) -> FastAPI:
 def fake_llm():
     with FakeChatServer() as server:
         yield server
+
+
+@pytest.fixture
+def photo_server(photo_jpeg):
+    """127.0.0.1:PORT: ``/me.jpg`` the photo, ``/away`` a redirect to it, ``/missing`` a 404, ``/drip`` one byte
+    every 50 ms for 3 s; ``served`` lists the paths asked for."""
+    served: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the http.server hook name)
+            served.append(self.path)
+            if self.path == "/away":
+                self.send_response(302)
+                self.send_header("Location", "/me.jpg")
+                self.end_headers()
+            elif self.path == "/missing":
+                self.send_error(404)
+            elif self.path == "/drip":
+                self.send_response(200)
+                self.end_headers()
+                for _ in range(60):
+                    self.wfile.write(b"\xff")
+                    self.wfile.flush()
+                    time.sleep(0.05)
+            else:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(photo_jpeg)))
+                self.end_headers()
+                self.wfile.write(photo_jpeg)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    server.served = served
+    yield server
+    server.shutdown()
+    server.server_close()

@@ -4,8 +4,6 @@ the OpenAI-compatible routes, each a clear 4xx in the shape its route promises."
 from __future__ import annotations
 
 import base64
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from fastapi.testclient import TestClient
@@ -105,36 +103,9 @@ def test_a_remote_image_url_is_refused_unless_its_host_is_allowed(client, api):
     assert (ftp.status_code, _openai_error(ftp)["code"]) == (422, "invalid_parameter")
 
 
-@pytest.fixture
-def photo_host(photo_jpeg):
-    """``http://127.0.0.1:PORT``: ``/me.jpg`` is the photo, ``/away`` redirects to it."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the http.server hook name)
-            if self.path == "/away":
-                self.send_response(302)
-                self.send_header("Location", "/me.jpg")
-                self.end_headers()
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", "image/jpeg")
-            self.send_header("Content-Length", str(len(photo_jpeg)))
-            self.end_headers()
-            self.wfile.write(photo_jpeg)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
-def test_an_allowed_host_is_fetched_without_following_redirects(client, api, photo_host):
-    port = int(photo_host.rpartition(":")[2])
+def test_an_allowed_host_is_fetched_without_following_redirects(client, api, photo_server):
+    port = photo_server.server_address[1]
+    photo_host = f"http://127.0.0.1:{port}"
     api.state.instructions = InstructionsConfig(
         image_url_hosts=("127.0.0.1",), image_url_ports=(port,), image_url_networks=("127.0.0.0/8",)
     )
