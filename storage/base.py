@@ -20,7 +20,7 @@ import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import BinaryIO, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -63,6 +63,11 @@ class ObjectStore(Protocol):
 
     def get(self, key: str, *, max_bytes: int) -> StoredObject:
         """Read the object, raising ``ObjectTooLarge`` before reading more than ``max_bytes``."""
+        ...
+
+    def get_to(self, key: str, handle: BinaryIO, *, max_bytes: int) -> ObjectInfo:
+        """Stream the object into ``handle`` chunk by chunk (never whole in memory), ``ObjectTooLarge`` past
+        ``max_bytes``."""
         ...
 
     def head(self, key: str) -> ObjectInfo:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import json
 import logging
 import mimetypes
@@ -29,6 +30,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from storage.base import HeadExists, ObjectInfo, StoredObject, normalize_metadata
 from storage.errors import (
@@ -67,17 +69,26 @@ class LocalStore(HeadExists):
         return f"LocalStore({str(self.root)!r})"
 
     def get(self, key: str, *, max_bytes: int) -> StoredObject:
+        buffer = io.BytesIO()
+        info = self.get_to(key, buffer, max_bytes=max_bytes)
+        return StoredObject(buffer.getvalue(), info)
+
+    def get_to(self, key: str, handle: BinaryIO, *, max_bytes: int) -> ObjectInfo:
         path = self._path(key)
         with self._os_errors(key), open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
             st = os.fstat(file.fileno())
             if st.st_size > max_bytes:
                 raise ObjectTooLarge(key, size_bytes=st.st_size, max_bytes=max_bytes)
-            data = file.read(max_bytes + 1)
-            if len(data) > max_bytes:  # the file grew after fstat (written in place by someone else)
-                raise ObjectTooLarge(key, size_bytes=len(data), max_bytes=max_bytes)
+            copied, digest = 0, hashlib.md5()
+            while chunk := file.read(min(_READ_CHUNK_BYTES, max_bytes + 1 - copied)):
+                copied += len(chunk)
+                if copied > max_bytes:  # the file grew after fstat (written in place by someone else)
+                    raise ObjectTooLarge(key, size_bytes=copied, max_bytes=max_bytes)
+                digest.update(chunk)
+                handle.write(chunk)
             sidecar = self._matching_sidecar(key, st)
-        etag = sidecar["etag"] if sidecar else hashlib.md5(data).hexdigest()
-        return StoredObject(data, self._info(key, st, etag, sidecar))
+        etag = sidecar["etag"] if sidecar else digest.hexdigest()
+        return self._info(key, st, etag, sidecar)
 
     def head(self, key: str) -> ObjectInfo:
         path = self._path(key)

@@ -7,13 +7,14 @@ once, by ``_ERRORS_BY_CODE``, into the store error tree with the S3 code, HTTP s
 from __future__ import annotations
 
 import functools
+import io
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, BinaryIO
 
 import boto3
 import botocore.exceptions
@@ -125,6 +126,11 @@ class S3Store(HeadExists):
         return f"S3Store({where!r}, endpoint_url={self.endpoint_url!r})"
 
     def get(self, key: str, *, max_bytes: int) -> StoredObject:
+        buffer = io.BytesIO()
+        info = self.get_to(key, buffer, max_bytes=max_bytes)
+        return StoredObject(buffer.getvalue(), info)
+
+    def get_to(self, key: str, handle: BinaryIO, *, max_bytes: int) -> ObjectInfo:
         full_key = self._full_key(key)
         with self._s3_errors(key):
             # The reply's headers are the HEAD: the size is checked before any of the body is read.
@@ -133,10 +139,10 @@ class S3Store(HeadExists):
             try:
                 if reply["ContentLength"] > max_bytes:
                     raise ObjectTooLarge(key, size_bytes=reply["ContentLength"], max_bytes=max_bytes)
-                data = _read_capped(body, key, max_bytes)
+                _copy_capped(body, handle.write, key, max_bytes)
             finally:
                 body.close()
-        return StoredObject(data, self._info(key, reply))
+        return self._info(key, reply)
 
     def head(self, key: str) -> ObjectInfo:
         full_key = self._full_key(key)
@@ -237,16 +243,15 @@ class S3Store(HeadExists):
         )
 
 
-def _read_capped(body: Any, key: str, max_bytes: int) -> bytes:
-    """Read a response body, refusing it once it passes ``max_bytes`` (a lying Content-Length cannot exhaust memory)."""
-    chunks: list[bytes] = []
+def _copy_capped(body: Any, write: Callable[[bytes], object], key: str, max_bytes: int) -> None:
+    """Hand a response body to ``write`` chunk by chunk, refusing it once it passes ``max_bytes`` (a lying
+    Content-Length cannot exhaust memory or disk)."""
     size_bytes = 0
     while chunk := body.read(min(_READ_CHUNK_BYTES, max_bytes + 1 - size_bytes)):
         size_bytes += len(chunk)
         if size_bytes > max_bytes:
             raise ObjectTooLarge(key, size_bytes=size_bytes, max_bytes=max_bytes)
-        chunks.append(chunk)
-    return b"".join(chunks)
+        write(chunk)
 
 
 def _unquote_etag(etag: str) -> str:

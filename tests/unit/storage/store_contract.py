@@ -20,6 +20,17 @@ BAD_KEYS = ["", "../x", "in/../../x", "/etc/passwd", "in\\x.jpg", "in/x\x00.jpg"
 CLOCK_SLACK = timedelta(seconds=60)
 
 
+class _RecordingFile:
+    """A writable file that keeps each ``write`` apart, to see how a store streams."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+
+    def write(self, chunk: bytes) -> int:
+        self.chunks.append(bytes(chunk))
+        return len(chunk)
+
+
 class ObjectStoreContract:
     def test_satisfies_the_protocol(self, store: ObjectStore) -> None:
         assert isinstance(store, ObjectStore)
@@ -85,6 +96,22 @@ class ObjectStoreContract:
 
         assert (refused.value.size_bytes, refused.value.max_bytes, refused.value.http_status) == (2048, 2047, 413)
         assert refused.value.code == "image_too_large"
+
+    def test_get_to_streams_a_large_object_to_a_file_in_chunks(self, store: ObjectStore) -> None:
+        data = bytes(range(256)) * (4096 * 3 + 1)  # 3 MiB and a bit: more than one chunk
+        store.put("model.bin", data, content_type="application/octet-stream")
+        writes = _RecordingFile()
+
+        info = store.get_to("model.bin", writes, max_bytes=len(data))
+
+        assert b"".join(writes.chunks) == data and info.size_bytes == len(data)
+        assert len(writes.chunks) >= 4 and max(map(len, writes.chunks)) <= 1 << 20  # never the whole object at once
+
+    def test_get_to_refuses_an_object_over_max_bytes(self, store: ObjectStore) -> None:
+        store.put("big.bin", b"x" * 2048, content_type="application/octet-stream")
+
+        with pytest.raises(ObjectTooLarge):
+            store.get_to("big.bin", _RecordingFile(), max_bytes=2047)
 
     def test_missing_object_is_object_not_found(self, store: ObjectStore) -> None:
         with pytest.raises(ObjectNotFound):
