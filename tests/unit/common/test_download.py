@@ -335,8 +335,8 @@ def test_the_provenance_record_is_plain_json_beside_the_file(tmp_path, server):
 
     record = json.loads((store.local_root / (FILE + ".source.json")).read_text())
 
-    assert set(record) == {"model", "via", "source", "fetched_at", "sha256", "size_bytes"}
-    assert record["fetched_at"].endswith("+00:00")
+    assert set(record) == {"model", "via", "source", "fetched_at", "sha256", "size_bytes", "inputs"}
+    assert record["fetched_at"].endswith("+00:00") and record["inputs"] == {}  # inputs: for a converted file
 
 
 # --- make run without network: the probe decides, the notice is one line -------------------------------------------
