@@ -43,8 +43,10 @@ def _models_list(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{'name':<24}{'state':<18}{'task':<20}file")
         for status in statuses:
             print(f"{status.spec.name:<24}{status.state.value:<18}{status.spec.task:<20}{status.path}")
+            if status.spec.label:
+                print(f"{'':<24}{status.spec.label}")
             if status.state.value == "hash-mismatch":
-                print(f"{'':<24}sha256 {status.sha256} != manifest {status.spec.sha256}")
+                print(f"{'':<24}sha256 {status.sha256} != {status.spec.sha256 or 'the recorded hash'}")
     builtin_bad = [s for s in statuses if s.spec.builtin and not s.usable]
     return 1 if any(s.state.value.endswith("mismatch") for s in statuses) or builtin_bad else 0
 

@@ -28,18 +28,30 @@ from deployments.idphoto.predictor import MattingPredictor
 from deployments.restore.params import RESTORE_MODELS
 from deployments.restore.restorer import RestorationPredictor
 from deployments.restore.types import BackgroundEngine, FaceToRestore, RestoredFace, TileToUpscale, UpscaledTile
-from deployments.restore.upscaler import UpscalePredictor
+from deployments.restore.upscaler import UpscalePredictor, UpscalerOptions
 from serve_app.backend import matte_engine_info, restore_template
 from serve_app.jobs.deadline import run_stage
 
 logger = logging.getLogger(__name__)
 
+# Real-ESRGAN in this process only for photos up to configs/local.yaml's limit (it costs minutes per megapixel on a
+# CPU: docs/BENCHMARKS.md); bigger ones keep Lanczos.
+LOCAL_UPSCALER = UpscalerOptions(max_input_megapixels=0.25)
+
 
 class LocalBackend:
     """Every model stage in-process; restorers load on first use (a model nobody asks for costs nothing)."""
 
-    def __init__(self, store: ModelStore, *, restore_models: Sequence[str] = RESTORE_MODELS, num_threads: int = 1):
+    def __init__(
+        self,
+        store: ModelStore,
+        *,
+        restore_models: Sequence[str] = RESTORE_MODELS,
+        num_threads: int = 1,
+        upscaler: UpscalerOptions = LOCAL_UPSCALER,
+    ):
         self._store = store
+        self._upscaler_options = upscaler
         self._restore_models = tuple(restore_models)
         self._analyzer = FaceAnalysisPredictor.from_store(store, FaceAnalysisConfig(num_threads=num_threads))
         self._matter = MattingPredictor.from_store(store, num_threads=num_threads)
@@ -99,7 +111,7 @@ class LocalBackend:
 
     def _background_upscaler(self) -> UpscalePredictor:
         if self._upscaler is None:
-            self._upscaler = UpscalePredictor(self._store)
+            self._upscaler = UpscalePredictor(self._store, self._upscaler_options)
         return self._upscaler
 
     def _restorer(self, model: str) -> RestorationPredictor:

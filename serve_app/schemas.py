@@ -37,6 +37,7 @@ class WeightsOut(BaseModel):
     name: str
     sha256: str | None = None
     state: str | None = None
+    label: str | None = Field(default=None, description="what the weights are, where the name alone would mislead")
 
 
 class ResultMeta(BaseModel):

@@ -10,13 +10,15 @@ from deployments.common.weights import ModelStatus
 
 @dataclass(frozen=True)
 class EngineInfo:
-    """``engine`` names the code path (``gpen``, ``classic-restore``...); ``weights`` the manifest entry it loaded."""
+    """``engine`` names the code path (``gpen``, ``classic-restore``...); ``weights`` the manifest entry it loaded,
+    ``weights_label`` what those weights are where the name alone would mislead (the manifest's ``label``)."""
 
     engine: str
     neural: bool
     weights: str | None = None
     sha256: str | None = None
     weights_state: str | None = None
+    weights_label: str | None = None
 
     @classmethod
     def from_weights(cls, status: ModelStatus) -> EngineInfo:
@@ -27,6 +29,7 @@ class EngineInfo:
             weights=status.spec.name,
             sha256=status.sha256,
             weights_state=status.state.value,
+            weights_label=status.spec.label,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -36,4 +39,5 @@ class EngineInfo:
             "weights": self.weights,
             "sha256": self.sha256,
             "weights_state": self.weights_state,
+            "weights_label": self.weights_label,
         }

@@ -52,8 +52,12 @@ def composite(
 async def upscale_tiled(rgb: np.ndarray, scale: int, upscale_tile: UpscaleTile) -> np.ndarray:
     """The photo ``scale`` times larger, tile by tile through ``upscale_tile`` (a batched deployment's call, so tiles
     of many photos share its batches), a bounded number of tiles in flight (a 12 MP photo is ~100 tiles)."""
+    multiple_px = realesrgan_multiple_px(scale)
+    # A photo smaller than a tile is one tile of its own size (rounded up to the multiple), not padded to a full one:
+    # on a CPU, a 420 px window costs minutes whatever part of it is the photo.
+    tile_px = min(BG_TILE_PX, -(-max(rgb.shape[:2]) // multiple_px) * multiple_px)
     tiles = await asyncio.to_thread(
-        split_tiles, rgb, tile_px=BG_TILE_PX, overlap_px=BG_OVERLAP_PX, multiple_px=realesrgan_multiple_px(scale)
+        split_tiles, rgb, tile_px=tile_px, overlap_px=BG_OVERLAP_PX, multiple_px=multiple_px
     )
     out = np.empty((rgb.shape[0] * scale, rgb.shape[1] * scale, 3), np.uint8)
     for start in range(0, len(tiles), BG_TILES_IN_FLIGHT):

@@ -3,7 +3,8 @@
 Tiles arrive from many photos (``tiles.split_tiles``: one shape per photo, HxWx3 uint8 RGB) and go through the
 network in groups of equal factor and shape. A factor whose own model is absent runs on x4plus and is brought down
 with an area resize (x2 from x4, as a user without x2plus would do by hand); with neither model the replica reports
-no engine and the job keeps its Lanczos path.
+no engine and the job keeps its Lanczos path. The built-in ``realesrgan-x4plus-ncnn`` (x4plus converted from the
+authors' ncnn export, fp16-rounded weights) comes last: an official fp32 ``.pth``, when pulled, wins.
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ from deployments.restore.types import BackgroundEngine, TileToUpscale, UpscaledT
 logger = logging.getLogger(__name__)
 
 # The manifest entries by factor, best first for that factor.
-UPSCALE_MODELS = {2: ("realesrgan-x2plus", "realesrgan-x4plus"), 4: ("realesrgan-x4plus",)}
+UPSCALE_MODELS = {
+    2: ("realesrgan-x2plus", "realesrgan-x4plus", "realesrgan-x4plus-ncnn"),
+    4: ("realesrgan-x4plus", "realesrgan-x4plus-ncnn"),
+}
 
 
 @dataclass(frozen=True)
@@ -49,12 +53,13 @@ class UpscalePredictor:
         limit = options.max_input_megapixels
         self._max_input_pixels = None if limit is None else int(limit * 1_000_000)
         self._models: dict[str, tuple[RrdbNet, EngineInfo]] = {}
-        for name in dict.fromkeys(name for names in UPSCALE_MODELS.values() for name in names):
-            path = store.find(name)
-            if path is None:
-                logger.warning("%s weights are absent", name)
-                continue
-            self._models[name] = (load_realesrgan(path).to(self.device), EngineInfo.from_weights(store.status(name)))
+        for scale, names in UPSCALE_MODELS.items():
+            present = [name for name in names if name in self._models or store.find(name) is not None]
+            if not present:
+                logger.warning("no Real-ESRGAN weights for x%d (any of %s)", scale, ", ".join(names))
+            elif present[0] not in self._models:  # only each factor's best: a lesser copy would only take memory
+                model = load_realesrgan(store.resolve(present[0])).to(self.device)
+                self._models[present[0]] = (model, EngineInfo.from_weights(store.status(present[0])))
 
     def engine_for(self, scale: int) -> BackgroundEngine | None:
         """The engine that upscales by ``scale`` and the largest photo it takes, or None (the job keeps Lanczos)."""

@@ -26,7 +26,7 @@ class JobResult:
 
     def headers(self) -> dict[str, str]:
         """The metadata a plain image response carries in headers."""
-        weights = ",".join(f"{w.name}@{(w.sha256 or 'unpinned')[:12]}" for w in self.meta.weights) or "none"
+        weights = ",".join(_weights_item(w) for w in self.meta.weights) or "none"
         return {
             "X-Portrait-Engine": self.meta.engine,
             "X-Portrait-Weights": weights,
@@ -74,6 +74,15 @@ def encode_like_source(rgb: np.ndarray, fmt: str, source: DecodedImage) -> bytes
     return encode_image(rgb, fmt, alpha=alpha, dpi=source.dpi, icc_profile=source.icc_profile)
 
 
+def _weights_item(weights: WeightsOut) -> str:
+    """``name@sha256-prefix``, then ``;label="..."`` (an HTTP quoted string: the label may hold commas) if any."""
+    item = f"{weights.name}@{(weights.sha256 or 'unpinned')[:12]}"
+    if weights.label:
+        quoted = weights.label.replace("\\", "\\\\").replace('"', '\\"')
+        item += f';label="{quoted}"'
+    return item
+
+
 def png_b64(rgb: np.ndarray) -> str:
     return base64.b64encode(encode_image(rgb, "png")).decode("ascii")
 
@@ -84,7 +93,9 @@ def engine_summary(infos: list[EngineInfo], fallback: str) -> tuple[str, list[We
         return fallback, []
     engines = sorted({info.engine for info in infos})
     weights = {
-        info.weights: WeightsOut(name=info.weights, sha256=info.sha256, state=info.weights_state)
+        info.weights: WeightsOut(
+            name=info.weights, sha256=info.sha256, state=info.weights_state, label=info.weights_label
+        )
         for info in infos
         if info.weights
     }

