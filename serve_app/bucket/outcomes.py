@@ -33,7 +33,7 @@ class Status(StrEnum):
     DONE = "done"  # result and metadata written
     SKIPPED = "skipped"  # a record already names this ETag
     FAILED = "failed"  # the caller's fault: error record written, not retried
-    DEFERRED = "deferred"  # transient failure after every retry: left for the reconciler, nothing written
+    DEFERRED = "deferred"  # left for the next scan, nothing written: transient after every retry, or claimed elsewhere
     GONE = "gone"  # deleted before it could be processed
 
 
