@@ -58,7 +58,8 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-    code = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized"}.get(exc.status_code, "http_error")
+    codes = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized", 413: "body_too_large"}
+    code = codes.get(exc.status_code, "http_error")
     return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
 
 

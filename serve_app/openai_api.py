@@ -50,6 +50,8 @@ from serve_app.uploads import read_upload
 logger = logging.getLogger(__name__)
 
 OWNER = "portrait-serve"
+# A prompt of 2000 characters, each JSON-escaped (at most 12 bytes), and the task; a longer body is refused unread.
+INSTRUCTION_BODY_BYTES = 32 * 1024
 CREATED = int(time.time())  # when this process started: the "created" of every model it lists
 _JOB_NAMES = {
     "restore": ("photo restoration", "照片修复"),
@@ -170,7 +172,7 @@ instructions_router = APIRouter(tags=["instructions"])
 openai_router = APIRouter(tags=["openai-compatible"], route_class=OpenAIRoute)
 
 
-@instructions_router.post("/v1/instructions", response_model=InstructionOut)
+@instructions_router.post("/v1/instructions", response_model=InstructionOut, max_body_size=INSTRUCTION_BODY_BYTES)
 async def instructions(request: Request, body: InstructionIn) -> InstructionOut:
     """A plain-language request → the job and its params, valid for ``POST /v1/{task}`` as they are.
 

@@ -13,6 +13,8 @@ import pytest
 from deployments.common.errors import Overloaded
 from serve_app.instructions import MAX_PROMPT_CHARS, InstructionUnclear, PromptTooLong, RuleInterpreter
 from serve_app.instructions.vocabulary import build_vocabulary, normalize
+from serve_app.openai_api import INSTRUCTION_BODY_BYTES
+from tests.asgi_bodies import CHUNK_BYTES, filler, send_chunked
 
 # Each was slow before the rules were made linear: digits then a run of tabs took 11.5 s (docs/BENCHMARKS.md).
 ADVERSARIAL = {
@@ -74,3 +76,11 @@ def test_the_rules_read_off_the_event_loop_and_give_up_at_their_deadline(job_ctx
         "overloaded",
         "reading the prompt took longer than 0.2 s; retry later",
     )
+
+
+def test_an_instruction_body_past_its_cap_is_refused_unread(api):
+    """The prompt's 2000 characters are counted after parsing: the body around them is capped before it is read."""
+    parts = (b'{"prompt": "', *filler(5_000_000, b"a"), b'"}')
+    answer = asyncio.run(send_chunked(api, "/v1/instructions", "application/json", iter(parts)))
+    assert (answer.status, answer.json()["error"]["code"]) == (413, "body_too_large")
+    assert answer.bytes_read <= INSTRUCTION_BODY_BYTES + CHUNK_BYTES
