@@ -33,15 +33,20 @@ def store_with(tmp_path: Path, mediapipe_dir: Path, scales: tuple[int, ...]) -> 
     for builtin in mediapipe_dir.parent.iterdir():  # mediapipe/, modnet/...: what `portrait models pull --builtin` put
         if builtin.is_dir() and builtin.name != "realesrgan":
             (tmp_path / builtin.name).symlink_to(builtin, target_is_directory=True)
+    return with_tiny_realesrgan(tmp_path, scales)
+
+
+def with_tiny_realesrgan(root: Path, scales: tuple[int, ...]) -> ModelStore:
+    """The store at ``root`` with tiny random official-layout checkpoints for ``scales``, pinned in a manifest copy."""
     manifest = load_manifest(REPO_ROOT / "configs" / "models.yaml")
     torch.manual_seed(0)
     for scale in scales:
         spec = manifest[f"realesrgan-x{scale}plus"]
-        path = tmp_path / spec.file
+        path = root / spec.file
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save({"params_ema": build_realesrgan(RrdbConfig(scale=scale, **TINY)).state_dict()}, path)
         manifest[spec.name] = dataclasses.replace(spec, sha256=sha256_of(path), size_bytes=path.stat().st_size)
-    return ModelStore(tmp_path, manifest)
+    return ModelStore(root, manifest)
 
 
 @pytest.fixture
@@ -132,3 +137,23 @@ def test_the_builtin_realesrgan_upscales_the_background_of_a_restore_request(rea
     assert answer.headers["X-Portrait-Engine"] == "realesrgan"
     assert answer.headers["X-Portrait-Weights"] == f'realesrgan-x4plus-ncnn@{sha256[:12]};label="{label}"'
     assert Image.open(io.BytesIO(answer.content)).size == (56, 64)
+    health = asyncio.run(app.state.backend.background_engine(2)).info.to_json()  # what /healthz shows per scale
+    assert (health["weights"], health["weights_label"], health["weights_state"]) == (
+        "realesrgan-x4plus-ncnn",
+        label,
+        "present",
+    )
+
+
+def test_an_official_pth_when_pulled_wins_over_the_converted_builtin(tmp_path, realesrgan_builtin_store):
+    for item in realesrgan_builtin_store.rglob("*"):  # the built-ins, the converted Real-ESRGAN among them
+        if item.is_file():
+            link = tmp_path / item.relative_to(realesrgan_builtin_store)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(item)
+    official = with_tiny_realesrgan(tmp_path, (4,))  # as if `portrait models pull realesrgan-x4plus` had run
+
+    engine = UpscalePredictor(official, UpscalerOptions(device="cpu"))
+
+    assert official.status("realesrgan-x4plus-ncnn").state.value == "present"
+    assert engine.engine_for(4).info.weights == engine.engine_for(2).info.weights == "realesrgan-x4plus"
