@@ -163,8 +163,8 @@ async def _read_head(reader: asyncio.StreamReader) -> int | None:
     parts = status_line.split(" ", 2)
     if len(parts) < 2 or parts[1] != "200":
         raise _Unfetchable(f"the answer is {status_line!r}")
-    for line in lines:
-        name, _, value = line.partition(":")
-        if name.strip().lower() == "content-length" and value.strip().isdigit():
-            return int(value.strip())
-    return None
+    headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
+    if headers.get("transfer-encoding", "identity").lower() != "identity":  # not allowed in answer to HTTP/1.0
+        raise _Unfetchable(f"the answer is {headers['transfer-encoding']}-encoded")
+    declared = headers.get("content-length", "")
+    return int(declared) if declared.isdigit() else None

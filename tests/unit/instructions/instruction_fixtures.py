@@ -38,8 +38,8 @@ def fake_llm():
 
 @pytest.fixture
 def photo_server(photo_jpeg):
-    """127.0.0.1:PORT: ``/me.jpg`` the photo, ``/away`` a redirect to it, ``/missing`` a 404, ``/drip`` one byte
-    every 50 ms for 3 s; ``served`` lists the paths asked for."""
+    """127.0.0.1:PORT: ``/me.jpg`` the photo, ``/away`` a redirect to it, ``/missing`` a 404, ``/chunked`` a chunked
+    answer, ``/drip`` one byte every 50 ms for 3 s; ``served`` lists the paths asked for."""
     served: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -51,6 +51,11 @@ def photo_server(photo_jpeg):
                 self.end_headers()
             elif self.path == "/missing":
                 self.send_error(404)
+            elif self.path == "/chunked":  # what HTTP/1.0 forbids: the framing would end up in the image
+                self.send_response(200)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self.wfile.write(b"4\r\nabcd\r\n0\r\n\r\n")
             elif self.path == "/drip":
                 self.send_response(200)
                 self.end_headers()

@@ -109,6 +109,7 @@ def test_every_failure_answers_the_same_text(photo_server):
     urls = [
         f"http://127.0.0.1:{port}/away",  # a redirect
         f"http://127.0.0.1:{port}/missing",  # a 404
+        f"http://127.0.0.1:{port}/chunked",  # chunked, in answer to HTTP/1.0
         f"http://127.0.0.1:{closed_port}/me.jpg",  # connection refused
         f"http://10.255.255.1:{port}/me.jpg",  # a private address not trusted
     ]
