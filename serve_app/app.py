@@ -8,23 +8,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from ray.serve import Application
 
 from deployments.cartoon.deployment import Cartoonizer
+from deployments.cartoon.types import CARTOON_DEPLOYMENTS
+from deployments.common.settings import get_model_settings
+from deployments.common.weights import load_manifest
 from deployments.faces.deployment import FaceAnalyzer
 from deployments.idphoto.deployment import PortraitMatter
 from deployments.restore.deployment import BackgroundUpscaler, FaceRestorer
-from deployments.restore.params import RESTORE_MODELS
+from deployments.restore.params import RESTORE_MODELS, restorer_deployment
 from serve_app.auth import AuthConfig
 from serve_app.bucket.deployment import BucketRunner
 from serve_app.handles import Stages
 from serve_app.ingress import Ingress
 from serve_app.instructions import InstructionsConfig
-
-# Deployment names the Serve YAML configures, one per restoration model.
-RESTORER_DEPLOYMENTS = {
-    "gfpgan-v1.4": "FaceRestorerGFPGAN",
-    "codeformer": "FaceRestorerCodeFormer",
-    "gpen-bfr-512": "FaceRestorer512",
-    "gpen-bfr-256": "FaceRestorer256",
-}
 
 
 class AppArgs(BaseModel):
@@ -46,16 +41,18 @@ class AppArgs(BaseModel):
 
 def build_app(args: dict[str, Any] | None = None) -> Application:
     options = AppArgs.model_validate(args or {})
+    manifest = load_manifest(get_model_settings().models_manifest)
     restorers = {
-        model: FaceRestorer.options(name=RESTORER_DEPLOYMENTS[model]).bind(model) for model in options.restore_models
+        model: FaceRestorer.options(name=restorer_deployment(manifest[model])).bind(model)
+        for model in options.restore_models
     }
     # The ingress and the bucket runner share the same deployments (Serve passes each as its handle).
     stages = Stages(
         analyzer=FaceAnalyzer.bind(),
         matter=PortraitMatter.bind(),
         restorers=restorers,
-        cartoon_head=Cartoonizer.options(name="CartoonHead").bind("head"),
-        cartoon_background=Cartoonizer.options(name="CartoonBackground").bind("background"),
+        cartoon_head=Cartoonizer.options(name=CARTOON_DEPLOYMENTS["head"]).bind("head"),
+        cartoon_background=Cartoonizer.options(name=CARTOON_DEPLOYMENTS["background"]).bind("background"),
         upscaler=BackgroundUpscaler.bind(),
     )
     runner = BucketRunner.bind(stages=stages) if options.bucket_runner else None

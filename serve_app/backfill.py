@@ -28,6 +28,7 @@ from serve_app.bucket.routing import BucketRoute, RoutingTable, resolve_route
 from serve_app.bucket.runner import BucketWorker, JobExecutor
 from serve_app.jobs import JobContext
 from serve_app.jobs.results import JobResult
+from serve_app.registry import job_entry
 from storage.base import StoreSettings, parse_location
 
 logger = logging.getLogger(__name__)
@@ -59,14 +60,15 @@ class BackfillSummary:
 
 
 def http_executor(url: str, *, timeout_s: float = HTTP_TIMEOUT_S) -> JobExecutor:
-    """Run jobs through the service's API: ``POST {url}/v1/{task}?{options}&return=json`` with the object's bytes as
-    the body (raw, not base64 in JSON: a photo the byte limit allows is never refused for the encoding's growth)."""
+    """Run jobs through the service's API: ``POST {url}`` + the job's route ``?{options}&return=json`` with the
+    object's bytes as the body (raw, not base64 in JSON: a photo the byte limit allows is never refused for the
+    encoding's growth)."""
     base = url.rstrip("/")
 
     async def execute(task: str, data: bytes, params: JobParams) -> JobResult:
         fields = params.model_dump(by_alias=True, exclude_none=True) | {"return": "json"}
         query = urllib.parse.urlencode({name: _query_value(value) for name, value in fields.items()})
-        answer = await asyncio.to_thread(_post_image, f"{base}/v1/{task}?{query}", data, timeout_s)
+        answer = await asyncio.to_thread(_post_image, f"{base}{job_entry(task).route}?{query}", data, timeout_s)
         return JobResult.from_json(answer)
 
     return execute

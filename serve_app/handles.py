@@ -48,15 +48,9 @@ class Stages:
     upscaler: DeploymentHandle
 
     def probes(self) -> dict[str, DeploymentHandle]:
-        """Every deployment ``/healthz`` asks, under the name it reports."""
-        return {
-            "FaceAnalyzer": self.analyzer,
-            "PortraitMatter": self.matter,
-            "CartoonHead": self.cartoon_head,
-            "CartoonBackground": self.cartoon_background,
-            "BackgroundUpscaler": self.upscaler,
-            **{f"FaceRestorer[{name}]": handle for name, handle in self.restorers.items()},
-        }
+        """Every deployment ``/healthz`` asks, under its deployment name (the one the Serve YAML configures)."""
+        handles = [self.analyzer, self.matter, self.cartoon_head, self.cartoon_background, self.upscaler]
+        return {handle.deployment_name: handle for handle in [*handles, *self.restorers.values()]}
 
 
 class ServeReplicaCounts:

@@ -1,20 +1,26 @@
 """The ``/healthz`` aggregator: Serve's replica counts, every deployment asked in parallel within one bound, and the
 overall verdict a load balancer acts on. No Ray here: deployments are reached through their handles (anything with
 ``deployment_name`` and ``health.remote()``), replica counts through a callable (``handles.ServeReplicaCounts``).
+
+:class:`HealthCache` shares one fan-out among the open routes that need it (``/healthz``, ``/v1/models``,
+``/v1/cartoon/styles``): at most one per ``health_cache_s``, whatever the request rate.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from deployments.common.weights import fix_command
 from serve_app.schemas import FallbackOut
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -164,3 +170,31 @@ def fallbacks_of(deployments: dict[str, dict]) -> list[FallbackOut]:
                 FallbackOut(deployment=name, engine=engine, missing_models=missing, fix=fix_command(missing))
             )
     return fallbacks
+
+
+class HealthCache(Generic[T]):
+    """``fetch``'s answer, reused for ``ttl_s``; callers arriving while a fetch runs share it (one fan-out however
+    many wait). A failed fetch is not kept: the next caller tries again."""
+
+    def __init__(self, fetch: Callable[[], Awaitable[T]], ttl_s: float, clock: Callable[[], float] = time.monotonic):
+        self._fetch = fetch
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._value: T | None = None
+        self._fetched_at = float("-inf")
+        self._running: asyncio.Future[T] | None = None
+
+    async def get(self) -> T:
+        if self._value is not None and self._clock() - self._fetched_at < self._ttl_s:
+            return self._value
+        if self._running is None:
+            self._running = asyncio.ensure_future(self._refresh())
+        return await asyncio.shield(self._running)
+
+    async def _refresh(self) -> T:
+        try:
+            value = await self._fetch()
+            self._value, self._fetched_at = value, self._clock()
+            return value
+        finally:
+            self._running = None

@@ -1,10 +1,10 @@
-"""A ``Backend`` that runs the real engines in this process: for tests, the backfill CLI and benchmarks.
+"""A ``Backend`` that runs the real predictors in this process: for tests, the backfill CLI and benchmarks.
 
-The same engines the model deployments load (``FaceAnalysisPredictor``, ``MattingPredictor``, ``RestorationPredictor``,
-``CartoonPredictor``),
-called in worker threads, one item at a time (no cross-request batching: that is what Serve adds). Engines hold
-one interpreter per thread, so concurrent calls are safe. The restorer falls back to the classic engine when GPEN
-weights are absent, as the deployments do (the cartoon engines fall back to their classic paths).
+The same predictors the model deployments hold (``FaceAnalysisPredictor``, ``MattingPredictor``,
+``RestorationPredictor``, ``UpscalePredictor``, ``CartoonPredictor``), called in worker threads, one item at a time (no
+cross-request batching: that is what Serve adds). Predictors hold one interpreter per thread, so concurrent calls are
+safe. A restorer whose weights are absent runs the classic restorer, as the deployments do (the cartoon predictors
+fall back to their classic paths), and a request without ``model`` gets the first restorer whose weights are present.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from deployments.cartoon.predictor import CartoonPredictor, ModelKind
+from deployments.cartoon.predictor import CartoonPredictor
 from deployments.cartoon.styles import cartoon_styles
-from deployments.cartoon.types import StyleJob, Stylized
+from deployments.cartoon.types import ModelKind, StyleJob, Stylized
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter
 from deployments.common.weights import ModelStore

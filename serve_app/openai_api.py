@@ -32,7 +32,7 @@ from serve_app.chat_messages import image_from_url, read_chat_request, text_and_
 from serve_app.deadlines import within_request_timeout
 from serve_app.instructions import Instruction, InstructionInterpreter, InstructionsConfig, JobHint, build_interpreter
 from serve_app.instructions.vocabulary import enum_values
-from serve_app.jobs import JOBS, JobContext, job_context, parse_job_params, run_job
+from serve_app.jobs import JobContext, job_context, parse_job_params, run_job
 from serve_app.jobs.results import JobResult
 from serve_app.openai_wire import (
     DEFAULT_MODEL,
@@ -45,6 +45,7 @@ from serve_app.openai_wire import (
     OpenAIRoute,
     chat_chunk,
 )
+from serve_app.registry import JOB_ENTRIES, JOB_NAMES, job_entry
 from serve_app.uploads import read_upload
 
 logger = logging.getLogger(__name__)
@@ -53,14 +54,9 @@ OWNER = "portrait-serve"
 # A prompt of 2000 characters, each JSON-escaped (at most 12 bytes), and the task; a longer body is refused unread.
 INSTRUCTION_BODY_BYTES = 32 * 1024
 CREATED = int(time.time())  # when this process started: the "created" of every model it lists
-_JOB_NAMES = {
-    "restore": ("photo restoration", "照片修复"),
-    "idphoto": ("ID photo", "证件照"),
-    "cartoon": ("cartoon", "卡通"),
-}
 
 
-# --- the instruction engine, one per app ---------------------------------------------------------------------------
+# --- the instruction interpreter, one per app -----------------------------------------------------------------------
 
 
 def _config(request: Request) -> InstructionsConfig:
@@ -83,10 +79,13 @@ def model_hints(manifest: Mapping[str, ModelSpec], context: JobContext) -> dict[
     an option of a job (a value of its params model's ``model`` option; a cartoon style's head and whole-image models).
     """
     hints: dict[str, JobHint | None] = {DEFAULT_MODEL: None}
-    hints.update({task: JobHint(task) for task in JOBS})
-    for task, kind in JOBS.items():
+    hints.update({entry.name: JobHint(entry.name) for entry in JOB_ENTRIES})
+    for entry in JOB_ENTRIES:
         hints.update(
-            {model_id: JobHint(task, {"model": model_id}) for model_id in enum_values(kind.params_model, "model")}
+            {
+                model_id: JobHint(entry.name, {"model": model_id})
+                for model_id in enum_values(entry.params_model, "model")
+            }
         )
     for style in cartoon_styles(manifest).values():
         if style.name in context.cartoon_styles:
@@ -142,7 +141,7 @@ async def _run_prompt(
 def _summary(prompt: str, instruction: Instruction, result: JobResult) -> str:
     """What was done, in the prompt's language (Chinese when it has Chinese characters)."""
     meta = result.meta
-    english, chinese = _JOB_NAMES.get(instruction.task, (instruction.task, instruction.task))
+    english, chinese = job_entry(instruction.task).title
     options = ", ".join(f"{name}={value}" for name, value in instruction.fields().items())
     verdict = (meta.report or {}).get("verdict")
     if any("\u4e00" <= char <= "\u9fff" for char in prompt):
@@ -180,8 +179,8 @@ async def instructions(request: Request, body: InstructionIn) -> InstructionOut:
     """
     context = job_context(settings_of(request))
     hint = JobHint(body.task) if body.task else None
-    if hint is not None and hint.task not in JOBS:
-        raise InvalidParameter(f"unknown task {hint.task!r}; tasks: {', '.join(JOBS)}", details={"field": "task"})
+    if hint is not None and hint.task not in JOB_NAMES:
+        raise InvalidParameter(f"unknown task {hint.task!r}; tasks: {', '.join(JOB_NAMES)}", details={"field": "task"})
     instruction = await _interpreter(request, context).interpret(body.prompt, hint)
     return InstructionOut.model_validate(instruction.to_json())
 

@@ -8,7 +8,7 @@ route reports the same codes) and the chunks of a streamed chat answer. Routes: 
 import json
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import Request, Response
 from fastapi.responses import JSONResponse
@@ -16,6 +16,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
 from deployments.common.errors import InputError
+from serve_app.registry import JOB_NAMES, JobName
 
 DEFAULT_MODEL = "portrait"
 IN_MESSAGES = {"field": "messages"}  # where a chat request's problem lies (OpenAI's error "param")
@@ -41,12 +42,12 @@ class InstructionIn(BaseModel):
 
     prompt: str = Field(description="what the user wants, e.g. 蓝底一寸证件照, 'restore and upscale 2x'")
     task: str | None = Field(
-        None, description="a job already chosen (restore, idphoto, cartoon); the prompt then sets options"
+        None, description=f"a job already chosen ({', '.join(JOB_NAMES)}); the prompt then sets options"
     )
 
 
 class InstructionOut(BaseModel):
-    task: Literal["restore", "idphoto", "cartoon"]
+    task: JobName
     params: dict[str, Any] = Field(description="valid as they are for the job's route (POST /v1/{task})")
     engine: str = Field(description="rules, llm, or rules-fallback (the language model failed; the notes say why)")
     notes: list[str] = Field(description="what was understood, and from which words")

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from serve_app.registry import JobName
+
 
 class ErrorDetail(BaseModel):
     code: str = Field(examples=["unsupported_image"])
@@ -43,9 +45,12 @@ class WeightsOut(BaseModel):
 class ResultMeta(BaseModel):
     """Everything a caller needs to trust a result: which job, which engine and weights, what was found, how long."""
 
-    job: Literal["restore", "idphoto", "cartoon"]
+    job: JobName
     params: dict[str, Any]
-    engine: str = Field(description="what produced the pixels, e.g. 'gpen' or 'classic' (non-neural)")
+    engine: str = Field(
+        description="the manifest's engine label of each model that ran, joined by '+': 'gfpgan+realesrgan', "
+        "'codeformer', 'dctnet'...; a non-neural fallback is 'classic-restore' or 'classic-cartoon'"
+    )
     weights: list[WeightsOut] = Field(default_factory=list)
     faces: int = 0
     width: int
@@ -67,9 +72,12 @@ class FallbackOut(BaseModel):
 
 
 class HealthOut(BaseModel):
+    """``status`` and ``version`` for anyone; the rest only where ``PORTRAIT_PUBLIC_HEALTH_DETAIL`` is set (it names
+    replicas, local paths, bucket names and error texts)."""
+
     status: Literal["ok", "degraded", "failing"]
     version: str
-    deployments: dict[str, dict[str, Any]]
-    models: list[dict[str, Any]]
-    fallbacks: list[FallbackOut] = Field(default_factory=list)
+    deployments: dict[str, dict[str, Any]] | None = None
+    models: list[dict[str, Any]] | None = None
+    fallbacks: list[FallbackOut] | None = None
     fix: str | None = Field(None, description="one command that fetches every missing model")

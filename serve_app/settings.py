@@ -16,7 +16,8 @@ from deployments.common.settings import REPO_ROOT, ModelSettings
 
 
 class Settings(ModelSettings):
-    """Input limits, the events token, bucket roots and the request timeout, beside the model store."""
+    """Input limits, the events token, bucket roots, the request timeout and what health says, beside the model
+    store."""
 
     id_specs: Path = REPO_ROOT / "configs" / "id_specs.yaml"
     max_image_bytes: int = Field(DEFAULT_MAX_BYTES, gt=0)
@@ -29,6 +30,14 @@ class Settings(ModelSettings):
     )
     health_timeout_s: float = Field(
         2.0, gt=0, le=30, description="/healthz answers within this, whatever the deployments do"
+    )
+    health_cache_s: float = Field(
+        1.0, ge=0, le=60, description="/healthz, /v1/models and /v1/cartoon/styles share one fan-out per this long"
+    )
+    public_health_detail: bool = Field(
+        False,
+        description="/healthz shows every deployment's report (replicas, paths, bucket names, errors) to anyone; "
+        "off: only status and version",
     )
     events_token: SecretStr | None = Field(
         None,

@@ -1,8 +1,14 @@
-"""Fixtures shared by every test: real photos, the shared evaluation folder, the built-in models."""
+"""Fixtures shared by every test: real photos, the shared evaluation folder, the built-in models.
+
+Every test sees a model store holding exactly the downloaded built-ins (``builtin_store``, also the session's
+``PORTRAIT_MODEL_STORE``, so code that opens the store from the settings sees it too): what a developer pulled beside
+them never changes an answer.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +19,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = REPO_ROOT.parent / "shared"
 
 
-def _model_store_root() -> Path:
-    return Path(os.environ.get("PORTRAIT_MODEL_STORE", REPO_ROOT / "models"))
+# The developer's store (``PORTRAIT_MODEL_STORE`` as the session starts, else ./models): the source of the links.
+_DEVELOPER_STORE = Path(os.environ.get("PORTRAIT_MODEL_STORE", REPO_ROOT / "models"))
 
 
 @pytest.fixture(scope="session")
@@ -30,10 +36,13 @@ def _builtin_specs(*, derived: bool) -> dict[str, dict]:
     return {name: e for name, e in manifest.items() if e.get("builtin") and bool(e.get("derive")) == derived}
 
 
-def _link_builtins(root: Path, entries: dict[str, dict]) -> None:
-    """Link each entry's file (and its record) from the developer's store into ``root``; fail if one is absent."""
-    source = _model_store_root()
+def _link_builtins(root: Path, entries: dict[str, dict], *, required: bool = True) -> None:
+    """Link each entry's file (and its record) from the developer's store into ``root``; fail if one is absent
+    (``required``), else leave it out."""
+    source = _DEVELOPER_STORE
     for name, entry in entries.items():
+        if not required and not (source / entry["file"]).is_file():
+            continue
         for suffix in ("", ".source.json"):
             origin = source / (entry["file"] + suffix)
             if suffix == "" and not origin.is_file():
@@ -46,15 +55,37 @@ def _link_builtins(root: Path, entries: dict[str, dict]) -> None:
                 link.symlink_to(origin)
 
 
-@pytest.fixture(scope="session")
-def mediapipe_dir(tmp_path_factory) -> Path:
-    """``mediapipe/`` of a model store holding exactly the downloaded built-ins (``portrait models pull --builtin``
-    puts them in ``./models``), so tests see the same models before and after `make run` fetched more. The converted
-    Real-ESRGAN is left out (on a CPU it takes seconds per small photo): tests that want it use
-    ``realesrgan_builtin_store``."""
+@pytest.fixture(scope="session", autouse=True)
+def builtin_store(tmp_path_factory) -> Iterator[Path]:
+    """A model store holding exactly the downloaded built-ins (``portrait models pull --builtin`` puts them in
+    ``./models``), so tests see the same models before and after `make run` fetched more; the process default while
+    tests run. The converted Real-ESRGAN is left out (on a CPU it takes seconds per small photo): tests that want it
+    use ``realesrgan_builtin_store``."""
+    from deployments.common.settings import get_model_settings
+    from serve_app.settings import get_settings
+
     root = tmp_path_factory.mktemp("builtin-models")
-    _link_builtins(root, _builtin_specs(derived=False))
-    return root / "mediapipe"
+    _link_builtins(root, _builtin_specs(derived=False), required=False)  # mediapipe_dir says what is missing
+    before = os.environ.get("PORTRAIT_MODEL_STORE")
+    os.environ["PORTRAIT_MODEL_STORE"] = str(root)
+    get_model_settings.cache_clear()
+    get_settings.cache_clear()
+    yield root
+    if before is None:
+        os.environ.pop("PORTRAIT_MODEL_STORE", None)
+    else:
+        os.environ["PORTRAIT_MODEL_STORE"] = before
+    get_model_settings.cache_clear()
+    get_settings.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def mediapipe_dir(builtin_store) -> Path:
+    """``mediapipe/`` of ``builtin_store``; fails naming the command when the built-ins were never fetched."""
+    folder = builtin_store / "mediapipe"
+    if not (folder / "face_detection_short_range.tflite").is_file():
+        pytest.fail(f"built-in models missing under {_DEVELOPER_STORE}: run `portrait models pull --builtin`")
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 from ray import serve
 
-from deployments.cartoon.predictor import CartoonPredictor, ModelKind
+from deployments.cartoon.predictor import CartoonPredictor
 from deployments.cartoon.styles import cartoon_styles
-from deployments.cartoon.types import StyleJob, Stylized
+from deployments.cartoon.types import CARTOON_DEPLOYMENTS, ModelKind, StyleJob, Stylized
 from deployments.common.deployment import (
     BATCH_DEFAULTS,
     apply_batch_config,
@@ -38,6 +38,7 @@ class Cartoonizer:
         # official float32 graphs, and exactness is the point of the port.
         torch.backends.cudnn.allow_tf32 = False
         self._kind = kind
+        self._name = CARTOON_DEPLOYMENTS[kind]
         self._store = get_model_settings().open_model_store()
         self._styles = cartoon_styles(self._store.manifest)
         self._predictor = CartoonPredictor(kind, self._styles, self._store)
@@ -54,13 +55,13 @@ class Cartoonizer:
 
     @serve.batch(**batch_defaults("Cartoonizer"))
     async def stylize(self, jobs: list[StyleJob]) -> list[Stylized]:
-        record_batch(f"Cartoon[{self._kind}]", len(jobs))
+        record_batch(self._name, len(jobs))
         return await asyncio.to_thread(self._predictor.stylize, jobs)
 
     def check_health(self) -> None:
         """Serve's periodic probe: every loaded style runs a 16x16 forward pass."""
         self._predictor.stylize([StyleJob(style, PROBE_IMAGE) for style in self._predictor.styles])
-        gpu_facts(f"Cartoon[{self._kind}]")
+        gpu_facts(self._name)
 
     async def health(self) -> dict[str, Any]:
         engines = {style: self._predictor.engine_for(style).to_json() for style in self._predictor.styles}
@@ -78,6 +79,6 @@ class Cartoonizer:
             "styles": engines,
             "models": models,
             "batch": self._batch.model_dump(),
-            **gpu_facts(f"Cartoon[{self._kind}]"),
+            **gpu_facts(self._name),
             **replica_facts(),
         }

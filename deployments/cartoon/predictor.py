@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Literal
 
 import numpy as np
 import torch
@@ -18,7 +17,7 @@ import torch
 from deployments.cartoon.classic import cartoonize_classic
 from deployments.cartoon.dctnet import DctNet, load_dctnet
 from deployments.cartoon.styles import CartoonStyle
-from deployments.cartoon.types import StyleJob, Stylized
+from deployments.cartoon.types import ModelKind, StyleJob, Stylized
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter
 from deployments.common.torch_device import pick_device
@@ -26,7 +25,6 @@ from deployments.common.weights import ModelStore
 
 logger = logging.getLogger(__name__)
 
-ModelKind = Literal["head", "background"]
 CLASSIC = EngineInfo(engine="classic-cartoon", neural=False)
 NO_HEAD_MODEL = EngineInfo(engine="none", neural=False)
 

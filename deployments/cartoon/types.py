@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from deployments.common.engine import EngineInfo
+
+ModelKind = Literal["head", "background"]
+# The deployment of each kind: its name in the Serve YAMLs, /healthz, metrics and logs.
+CARTOON_DEPLOYMENTS: dict[str, str] = {"head": "CartoonHead", "background": "CartoonBackground"}
 
 
 @dataclass(frozen=True, eq=False)

@@ -42,12 +42,6 @@ class PortraitError(Exception):
         self.message = message
         self.details = details or {}
 
-    def to_dict(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.details:
-            body["details"] = self.details
-        return body
-
 
 class InputError(PortraitError):
     code = "invalid_input"

@@ -42,8 +42,6 @@ _NUMPY_DTYPES: dict[int, np.dtype] = {
     10: np.dtype("<f2"),  # FLOAT16
     11: np.dtype("<f8"),  # DOUBLE
 }
-# Integer types whose values sit in ``int32_data`` (field 5) when ``raw_data`` is absent.
-_INT32_DATA_TYPES = (2, 3, 5, 6, 9)
 _DATA_LOCATION_EXTERNAL = 1
 
 

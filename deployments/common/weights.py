@@ -51,7 +51,8 @@ class ModelSpec:
     ``commercial_use`` says the licence allows any use: such models are the ones ``portrait models pull --default``
     (and ``make run``) fetch; the others are fetched only when named, after their licence is shown. ``label`` says
     what the weights are where the name alone would mislead (a converted built-in); ``derived`` is set for a file
-    made by converting pinned inputs rather than downloaded.
+    made by converting pinned inputs rather than downloaded. ``deployment``
+    names the Serve deployment of a model that has its own (each face restorer).
     """
 
     name: str
@@ -70,6 +71,7 @@ class ModelSpec:
     description: str = ""
     label: str | None = None
     derived: Derivation | None = None
+    deployment: str | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,7 @@ def _spec(name: str, entry: Mapping[str, Any]) -> ModelSpec:
         wheel=WheelSource(**wheel) if wheel else None,
         description=entry.get("description", ""),
         label=entry.get("label"),
+        deployment=entry.get("deployment"),
     )
 
 

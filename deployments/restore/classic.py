@@ -1,4 +1,5 @@
-"""Classic (non-neural) face restoration: the engine used when GPEN weights are absent.
+"""Classic (non-neural) face restoration: what a restorer runs when its model's weights (GFPGAN, CodeFormer, GPEN)
+are absent; answers name it ``classic-restore``.
 
 It is *not* a generative restorer: it cannot invent detail that the photo lacks (pores, sharp eyelashes, a face
 under heavy blur or JPEG blocks). It removes sensor/compression noise with an edge-preserving bilateral filter and

@@ -28,6 +28,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from deployments.common.errors import InvalidParameter
+from deployments.restore.architecture import Architecture
 from deployments.restore.checkpoint import load_strict, read_state_dict
 from deployments.restore.vqgan import (
     NORM_GROUPS,
@@ -334,3 +335,7 @@ def load_codeformer(
     )
     logger.info("loaded CodeFormer from %s (%s)", path, config)
     return model
+
+
+# How the face restorer runs this family (``architecture.restorer_architecture`` finds it by the module's name).
+RESTORER = Architecture(load=load_codeformer, takes_fidelity=True, round_output=True, keeps_gray=True)

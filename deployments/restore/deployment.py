@@ -21,6 +21,7 @@ from deployments.common.deployment import (
 )
 from deployments.common.engine import EngineInfo
 from deployments.common.settings import get_model_settings
+from deployments.restore.params import restorer_deployment
 from deployments.restore.restorer import RestorationPredictor, RestorerOptions
 from deployments.restore.types import BackgroundEngine, FaceToRestore, RestoredFace, TileToUpscale, UpscaledTile
 from deployments.restore.upscaler import UPSCALE_MODELS, UpscalePredictor, UpscalerOptions
@@ -32,6 +33,7 @@ class FaceRestorer:
         torch_threads(1)
         self._model_name = model_name
         self._store = get_model_settings().open_model_store()
+        self._name = restorer_deployment(self._store.spec(model_name))
         self._predictor = RestorationPredictor(model_name, self._store)
         self._batch = BATCH_DEFAULTS["FaceRestorer"]
 
@@ -44,7 +46,7 @@ class FaceRestorer:
 
     @serve.batch(**batch_defaults("FaceRestorer"))
     async def restore(self, faces: list[FaceToRestore]) -> list[RestoredFace]:
-        record_batch(f"FaceRestorer[{self._model_name}]", len(faces))
+        record_batch(self._name, len(faces))
         return await asyncio.to_thread(self._predictor.restore, faces)
 
     async def engine_info(self) -> EngineInfo:
@@ -54,7 +56,7 @@ class FaceRestorer:
     def check_health(self) -> None:
         """Serve's periodic probe: weights loaded; on a GPU, a one-face forward pass must work."""
         self._predictor.probe()
-        gpu_facts(f"FaceRestorer[{self._model_name}]")
+        gpu_facts(self._name)
 
     async def health(self) -> dict[str, Any]:
         info = self._predictor.info
@@ -66,7 +68,7 @@ class FaceRestorer:
             "models": [self._store.status(self._model_name).to_json()],
             "batch": self._batch.model_dump(),
             "options": dataclasses.asdict(self._predictor.options),
-            **gpu_facts(f"FaceRestorer[{self._model_name}]"),
+            **gpu_facts(self._name),
             **replica_facts(),
         }
 

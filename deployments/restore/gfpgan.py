@@ -30,6 +30,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from deployments.common.errors import InvalidParameter
+from deployments.restore.architecture import Architecture
 from deployments.restore.checkpoint import load_strict, read_state_dict
 from deployments.restore.stylegan2 import LEAKY_SLOPE, PixelNorm, grouped_conv2d, modulated_weight, stylegan2_channels
 
@@ -336,3 +337,7 @@ def load_gfpgan(
     )
     logger.info("loaded GFPGAN-%d from %s (%s)", config.out_size, path, config)
     return model
+
+
+# How the face restorer runs this family (``architecture.restorer_architecture`` finds it by the module's name).
+RESTORER = Architecture(load=load_gfpgan, round_output=True)

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from deployments.common.errors import InvalidParameter, ModelUnavailable
+from deployments.restore.architecture import Architecture
 from deployments.restore.checkpoint import load_strict, read_state_dict
 from deployments.restore.stylegan2 import (
     BiasLeakyReLU,
@@ -261,3 +262,7 @@ def _variant_for_size(size: int) -> GpenConfig:
             return config
     known = sorted(c.size for c in GPEN_VARIANTS.values())
     raise InvalidParameter(f"no GPEN variant of size {size}; known sizes {known}")
+
+
+# How the face restorer runs this family (``architecture.restorer_architecture`` finds it by the module's name).
+RESTORER = Architecture(load=load_gpen)

@@ -2,15 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from deployments.common.errors import ModelUnavailable
 from deployments.common.params import JobParams
+from deployments.common.settings import get_model_settings
+from deployments.common.weights import ModelSpec, load_manifest
 
-# Every restoration model the service can deploy (each a manifest entry of task face_restoration; a test keeps the two
-# in step). Which of them run, and in which order of preference, is the Serve YAML's ``args.restore_models``.
-RESTORE_MODELS = ("gfpgan-v1.4", "codeformer", "gpen-bfr-512", "gpen-bfr-256")
+FACE_RESTORATION = "face_restoration"  # the manifest task of a face restorer
+
+
+def restorer_specs(manifest: Mapping[str, ModelSpec]) -> list[ModelSpec]:
+    """The manifest's face restorers, in its order: the order of preference."""
+    return [spec for spec in manifest.values() if spec.task == FACE_RESTORATION]
+
+
+def restorer_deployment(spec: ModelSpec) -> str:
+    """The Serve deployment that runs the restorer ``spec`` (its ``deployment`` in the manifest)."""
+    if spec.deployment is None:
+        raise ModelUnavailable(f"the face restorer {spec.name!r} names no deployment in the manifest")
+    return spec.deployment
+
+
+# Every restorer the service offers (the ``model`` option's choices), read from the manifest once, at import: a
+# restorer added there is offered with no code change. Which of them run is the Serve YAML's ``args.restore_models``.
+RESTORE_MODELS = tuple(spec.name for spec in restorer_specs(load_manifest(get_model_settings().models_manifest)))
 CODEFORMER_DEFAULT_FIDELITY = 0.5  # the official inference_codeformer.py default (-w 0.5)
 
 

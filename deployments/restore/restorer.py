@@ -1,31 +1,27 @@
 """The restoration predictor a ``FaceRestorer`` replica holds: one model's network when its weights are in the store,
-else the classic engine.
+else the classic restorer.
 
-Which network family a model is, and how its official inference treats it, is looked up by the manifest entry's
-``architecture`` in ``ARCHITECTURES``; its crop size and alignment template are the entry's ``args``. Crops follow
-the image contract (HxWx3 uint8 RGB), aligned with that template; results come back at the model's own size (the
-caller scales its paste-back matrix accordingly).
+Which network family a model is, and how its official inference treats it, is the ``RESTORER`` of the module the
+manifest entry's ``architecture`` names (``architecture.py``); its crop size and alignment template are the entry's
+``args``. Crops follow the image contract (HxWx3 uint8 RGB), aligned with that template; results come back at the
+model's own size (the caller scales its paste-back matrix accordingly).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import cv2
 import numpy as np
 from torch import nn
 
 from deployments.common.engine import EngineInfo
-from deployments.common.errors import InvalidParameter, ModelUnavailable
+from deployments.common.errors import InvalidParameter
 from deployments.common.torch_device import pick_device, to_memory_format
 from deployments.common.weights import ModelStore
+from deployments.restore.architecture import restorer_architecture
 from deployments.restore.classic import restore_face_classic
-from deployments.restore.codeformer import load_codeformer
-from deployments.restore.gfpgan import load_gfpgan
-from deployments.restore.gpen import load_gpen
 from deployments.restore.gray import match_gray
 from deployments.restore.inference import restore_batch
 from deployments.restore.types import FaceToRestore, RestoredFace
@@ -33,23 +29,6 @@ from deployments.restore.types import FaceToRestore, RestoredFace
 logger = logging.getLogger(__name__)
 
 CLASSIC = EngineInfo(engine="classic-restore", neural=False, weights=None)
-
-
-@dataclass(frozen=True)
-class Architecture:
-    """How one network family is loaded and called, as its official inference does it."""
-
-    load: Callable[[Path], nn.Module]
-    takes_fidelity: bool = False  # CodeFormer's ``w``
-    round_output: bool = False  # basicsr's ``tensor2img`` rounds; GPEN's demo truncates
-    keeps_gray: bool = False  # CodeFormer's inference returns a gray photo's faces gray (``gray.match_gray``)
-
-
-ARCHITECTURES: dict[str, Architecture] = {
-    "gpen": Architecture(load=load_gpen),
-    "gfpgan": Architecture(load=load_gfpgan, round_output=True),
-    "codeformer": Architecture(load=load_codeformer, takes_fidelity=True, round_output=True, keeps_gray=True),
-}
 
 
 @dataclass(frozen=True)
@@ -70,13 +49,11 @@ class RestorationPredictor:
 
     def __init__(self, model_name: str, store: ModelStore, options: RestorerOptions = RestorerOptions()) -> None:
         spec = store.spec(model_name)
-        if spec.architecture not in ARCHITECTURES:
-            raise ModelUnavailable(f"{model_name} is a {spec.architecture!r} model, not a face restorer")
+        self._architecture = restorer_architecture(spec)
         self.model_name = model_name
         self.options = options
         self.device = pick_device(options.device)
         self.size_px = int(spec.args["size"])
-        self._architecture = ARCHITECTURES[spec.architecture]
         path = store.find(model_name)
         if path is None:
             logger.warning("%s weights are absent: serving the classic (non-neural) restorer", model_name)

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from deployments.common.errors import InputError, PortraitError
 from serve_app.jobs.results import JobResult
+from serve_app.registry import result_extension
 from serve_app.schemas import ErrorDetail, ResultMeta
 from storage.base import Location, ObjectInfo, ObjectStore
 from storage.errors import InvalidKey, ObjectNotFound
@@ -32,7 +33,6 @@ logger = logging.getLogger(__name__)
 
 MAX_RECORD_BYTES = 1 << 20
 RECORD_CONTENT_TYPE = "application/json"
-_EXTENSIONS = {"image/jpeg": "jpg", "image/png": "png", "image/webp": "webp"}
 
 
 class ResultCollision(InputError):
@@ -114,13 +114,6 @@ def describe_source(location: Location, info: ObjectInfo) -> SourceOut:
         size_bytes=info.size_bytes,
         last_modified=info.last_modified,
     )
-
-
-def result_extension(media_type: str) -> str:
-    try:
-        return _EXTENSIONS[media_type]
-    except KeyError:
-        raise ValueError(f"no file extension known for media type {media_type!r}") from None
 
 
 def find_records(store: ObjectStore, names: RecordNames) -> list[ResultRecord | ErrorRecord]:

@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from deployments.common.errors import InputError, InvalidParameter
 from deployments.common.params import JobParams
 from serve_app.instructions import rule_interpreter
-from serve_app.jobs import JOBS, JobContext, parse_job_params
+from serve_app.jobs import JobContext, parse_job_params
+from serve_app.registry import JOB_NAMES
 from storage.base import Location, StoreSettings, parse_location
 
 DEFAULT_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
@@ -40,7 +41,7 @@ class BucketRoute(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     input: str = Field(description="s3://bucket/prefix, or a local folder (relative to the buckets root)")
     output: str = Field(description="s3://bucket/prefix, or a local folder; results, metadata and _errors/ go here")
-    task: str | None = Field(None, description="a job name: restore, idphoto, cartoon... (or give a prompt)")
+    task: str | None = Field(None, description=f"a job name: {', '.join(JOB_NAMES)} (or give a prompt)")
     prompt: str | None = Field(None, description="the job in plain language instead of a task, e.g. 蓝底一寸证件照")
     params: dict[str, Any] = Field(default_factory=dict, description="default job params (over the prompt's)")
     suffixes: tuple[str, ...] = Field(DEFAULT_SUFFIXES, description="key suffixes that trigger (case-insensitive)")
@@ -134,8 +135,8 @@ def build_routing_table(
 def resolve_route(spec: BucketRoute, context: JobContext, *, base_dir: Path | None = None) -> Route:
     if spec.prompt is not None:
         spec = _from_prompt(spec, context)
-    if spec.task not in JOBS:
-        raise InvalidParameter(f"route {spec.name!r}: unknown task {spec.task!r}; tasks: {', '.join(sorted(JOBS))}")
+    if spec.task not in JOB_NAMES:
+        raise InvalidParameter(f"route {spec.name!r}: unknown task {spec.task!r}; tasks: {', '.join(JOB_NAMES)}")
     try:
         params = parse_job_params(spec.task, spec.params, context)
     except InvalidParameter as exc:

@@ -26,6 +26,7 @@ from serve_app.instructions.interface import Instruction, InstructionUnclear, Jo
 from serve_app.instructions.rules import RuleInterpreter
 from serve_app.instructions.vocabulary import Vocabulary
 from serve_app.jobs import JobContext, parse_job_params
+from serve_app.registry import JOB_ENTRIES
 
 logger = logging.getLogger(__name__)
 
@@ -96,9 +97,7 @@ class LlmInterpreter:
             "You turn a user's request about a portrait photo into one job for an image service. Answer with one JSON "
             'object only, following the schema: {"task": job, "params": {...}}, or {"task": "unclear", '
             '"reason": "..."} when the request names no job or several. Never guess a job.',
-            "Jobs: restore = repair/sharpen an old or blurry photo, optionally upscale (修复, 老照片, 放大); "
-            "idphoto = an ID/passport/visa photo to a standard size and background (证件照, 一寸, 蓝底); "
-            "cartoon = turn the photo into a cartoon style (卡通, 动漫, 素描).",
+            "Jobs: " + "; ".join(f"{entry.name} = {entry.prompt_hint}" for entry in JOB_ENTRIES) + ".",
             "Put in params only the options the user asked for; leave everything else out.",
             f"ID-photo presets (idphoto spec): {specs}.",
             f"Cartoon styles: {', '.join(self._context.cartoon_styles)}.",

@@ -22,6 +22,7 @@ from serve_app.instructions.config import RULES_DEADLINE_S
 from serve_app.instructions.interface import Instruction, InstructionUnclear, JobHint, check_prompt
 from serve_app.instructions.vocabulary import Vocabulary, normalize
 from serve_app.jobs import JobContext, parse_job_params
+from serve_app.registry import JOB_ENTRIES
 
 ENGINE = "rules"
 _CN_DIGITS = {"一": 1, "二": 2, "两": 2, "俩": 2, "三": 3, "四": 4, "五": 5, "六": 6, "八": 8, "十": 10}
@@ -145,8 +146,8 @@ def _decide_task(findings: list[Finding], hint: JobHint | None) -> str:
         task = next(iter(named))
     elif not named:
         raise InstructionUnclear(
-            "the prompt names no job: ask to restore a photo (修复, 老照片, 放大2倍), for an ID photo "
-            "(证件照, 一寸, 蓝底, US passport) or for a cartoon (卡通, 动漫, 素描)",
+            "the prompt names no job; ask for one of: "
+            + "; ".join(f"{entry.title[0]} ({entry.example_words})" for entry in JOB_ENTRIES),
             details={"understood": [finding.text for finding in findings]},
         )
     else:

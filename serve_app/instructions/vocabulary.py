@@ -20,7 +20,8 @@ import yaml
 
 from deployments.common.errors import InternalError
 from deployments.common.params import JobParams
-from serve_app.jobs import JOBS, JobContext, JobKind
+from serve_app.jobs import JobContext
+from serve_app.registry import JOB_ENTRIES, JobEntry
 
 LEXICON_PATH = Path(__file__).with_name("lexicon.yaml")
 _ASCII_WORD = re.compile(r"[a-z0-9]")
@@ -139,13 +140,14 @@ def _option_phrases(raw: Mapping[str, Mapping[Any, list[Any]]]) -> dict[str, dic
 
 
 def build_vocabulary(
-    context: JobContext, lexicon: Lexicon | None = None, jobs: Mapping[str, JobKind] = JOBS
+    context: JobContext, lexicon: Lexicon | None = None, jobs: Mapping[str, JobEntry] | None = None
 ) -> Vocabulary:
     lexicon = lexicon or load_lexicon()
+    jobs = jobs or {entry.name: entry for entry in JOB_ENTRIES}
     unknown = set(lexicon.tasks) - set(jobs)
     if unknown:
         raise InternalError(f"lexicon names jobs the registry lacks: {sorted(unknown)}")
-    models = {task: kind.params_model for task, kind in jobs.items()}
+    models = {task: entry.params_model for task, entry in jobs.items()}
     field_tasks = _field_tasks(models)
     phrases: list[Phrase] = []
 

@@ -1,49 +1,46 @@
-"""Per-job orchestration (no Ray), and the one registry every trigger uses: HTTP routes, bucket events, the CLI.
+"""Per-job orchestration (no Ray), run the same way by every trigger: HTTP routes, bucket events, the CLI.
 
-``parse_job_params(task, fields, context)`` validates options the same way wherever they come from (form fields,
-JSON, ``x-amz-meta-portrait-params``, route defaults); ``run_job`` runs the task against a ``Backend``. Every job
-module offers the same two signatures, so the registry is a plain table.
+Each job registered in ``serve_app.registry`` has its module here, ``serve_app/jobs/<name>.py``, offering
+``parse(fields, context) -> params`` (options validated the same way wherever they come from: form fields, JSON,
+``x-amz-meta-portrait-params``, route defaults) and ``run(backend, data, params, context) -> JobResult``. ``JOBS``
+pairs each entry with its module's two functions, so the table below is derived, never edited.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from deployments.cartoon.params import CartoonParams
-from deployments.common.errors import InvalidParameter, PortraitError
+from deployments.common.errors import InternalError, PortraitError
 from deployments.common.params import JobParams
-from deployments.idphoto.params import IdPhotoParams
-from deployments.restore.params import RestoreParams
 from serve_app.auth.caller import require_task
 from serve_app.backend import Backend
-from serve_app.jobs import cartoon, idphoto, restore
 from serve_app.jobs.context import JobContext, Limits, job_context
 from serve_app.jobs.results import JobResult
+from serve_app.registry import JOB_ENTRIES, JobEntry, job_entry
 
 __all__ = ["JOBS", "JobContext", "JobKind", "Limits", "job_context", "job_kind", "parse_job_params", "run_job"]
 
 
 @dataclass(frozen=True)
 class JobKind:
+    entry: JobEntry
     parse: Callable[[Mapping[str, Any], JobContext], JobParams]
     run: Callable[[Backend, bytes, Any, JobContext], Awaitable[JobResult]]
-    params_model: type[JobParams]  # what ``parse`` builds: its fields and choices (plain-language requests read them)
 
 
-JOBS: dict[str, JobKind] = {
-    "restore": JobKind(parse=restore.parse_restore_params, run=restore.restore_photo, params_model=RestoreParams),
-    "idphoto": JobKind(parse=idphoto.parse_id_photo_params, run=idphoto.make_id_photo_job, params_model=IdPhotoParams),
-    "cartoon": JobKind(parse=cartoon.parse_cartoon_params, run=cartoon.cartoonize_photo, params_model=CartoonParams),
-}
+def _job_kind_of(entry: JobEntry) -> JobKind:
+    module = importlib.import_module(f"serve_app.jobs.{entry.name}")
+    return JobKind(entry=entry, parse=module.parse, run=module.run)
+
+
+JOBS: dict[str, JobKind] = {entry.name: _job_kind_of(entry) for entry in JOB_ENTRIES}
 
 
 def job_kind(task: str) -> JobKind:
-    try:
-        return JOBS[task]
-    except KeyError:
-        raise InvalidParameter(f"unknown task {task!r}; tasks: {', '.join(sorted(JOBS))}") from None
+    return JOBS[job_entry(task).name]
 
 
 def parse_job_params(task: str, fields: Mapping[str, Any], context: JobContext) -> JobParams:
@@ -52,10 +49,17 @@ def parse_job_params(task: str, fields: Mapping[str, Any], context: JobContext) 
 
 async def run_job(backend: Backend, task: str, data: bytes, params: JobParams, context: JobContext) -> JobResult:
     """Run one job for the current caller (403 when its key may not run ``task``); every outcome (``ok`` or the error
-    code) is counted through ``backend.observe_job``."""
+    code) is counted through ``backend.observe_job``. A result of a media type its registry entry does not list is
+    our bug (500), caught here before any caller reads it."""
     require_task(task)
+    kind = job_kind(task)
     try:
-        result = await job_kind(task).run(backend, data, params, context)
+        result = await kind.run(backend, data, params, context)
+        if result.media_type not in kind.entry.result_media_types:
+            raise InternalError(
+                f"the {task} job answered {result.media_type!r}; its registry entry lists "
+                f"{sorted(kind.entry.result_media_types)}"
+            )
     except PortraitError as exc:
         backend.observe_job(task, exc.code, "none", len(data), 0)
         raise

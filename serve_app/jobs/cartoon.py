@@ -20,11 +20,11 @@ from serve_app.jobs.results import JobResult, encode_job_result
 HEAD_TEMPLATE = "dctnet-288"
 
 
-def parse_cartoon_params(fields: Mapping[str, Any], context: JobContext) -> CartoonParams:
+def parse(fields: Mapping[str, Any], context: JobContext) -> CartoonParams:
     return parse_params(CartoonParams, fields, context={"styles": context.cartoon_styles})
 
 
-async def cartoonize_photo(backend: Backend, data: bytes, params: CartoonParams, context: JobContext) -> JobResult:
+async def run(backend: Backend, data: bytes, params: CartoonParams, context: JobContext) -> JobResult:
     timings = Timings()
     with timings.stage("decode"):
         source = await decode_upload(data, context.limits, CARTOON_OUTPUT)

@@ -15,11 +15,11 @@ from serve_app.jobs.deadline import run_stage
 from serve_app.jobs.results import JobResult, build_meta, engine_summary
 
 
-def parse_id_photo_params(fields: Mapping[str, Any], context: JobContext) -> IdPhotoParams:
+def parse(fields: Mapping[str, Any], context: JobContext) -> IdPhotoParams:
     return parse_params(fields, context.id_specs)
 
 
-async def make_id_photo_job(backend: Backend, data: bytes, params: IdPhotoParams, context: JobContext) -> JobResult:
+async def run(backend: Backend, data: bytes, params: IdPhotoParams, context: JobContext) -> JobResult:
     timings = Timings()
     spec = params.resolve_spec(context.id_specs)
     with timings.stage("decode"):

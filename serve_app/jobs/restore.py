@@ -26,7 +26,7 @@ from serve_app.jobs.deadline import run_stage
 from serve_app.jobs.results import JobResult, encode_job_result, png_b64
 
 
-def parse_restore_params(fields: Mapping[str, Any], context: JobContext) -> RestoreParams:
+def parse(fields: Mapping[str, Any], context: JobContext) -> RestoreParams:
     return parse_params(RestoreParams, fields)
 
 
@@ -43,7 +43,7 @@ async def upscale_background(
     return await upscale_tiled(rgb, scale, backend.upscale_tile), engine.info
 
 
-async def restore_photo(backend: Backend, data: bytes, params: RestoreParams, context: JobContext) -> JobResult:
+async def run(backend: Backend, data: bytes, params: RestoreParams, context: JobContext) -> JobResult:
     timings = Timings()
     with timings.stage("decode"):
         source: DecodedImage = await decode_upload(data, context.limits, restore_input_cap(params.upscale))

@@ -5,7 +5,8 @@
 
 from fastapi import APIRouter, Request
 
-from serve_app.app_state import backend_of, settings_of
+from deployments.cartoon.types import CARTOON_DEPLOYMENTS
+from serve_app.app_state import health_reports, settings_of
 from serve_app.jobs import job_context
 from serve_app.openai_api import openai_model_list
 
@@ -16,7 +17,7 @@ router = APIRouter()
 async def list_models(request: Request) -> dict:
     """Every model in the manifest, with the state the serving replicas see (``models``), and the same as an
     OpenAI model list (``data``: the ids a client may send as ``model``)."""
-    deployments = await backend_of(request).health()
+    deployments = await health_reports(request)
     seen = {model["name"]: model for report in deployments.values() for model in report.get("models", [])}
     context = job_context(settings_of(request))
     manifest = context.manifest
@@ -47,9 +48,9 @@ async def idphoto_specs(request: Request) -> dict:
 @router.get("/v1/cartoon/styles", tags=["jobs"])
 async def cartoon_styles(request: Request) -> dict:
     """Every cartoon style, with the engine each of its models runs on (``dctnet`` or a non-neural fallback)."""
-    reports = await backend_of(request).health()
-    heads = reports.get("CartoonHead", {}).get("styles", {})
-    backgrounds = reports.get("CartoonBackground", {}).get("styles", {})
+    reports = await health_reports(request)
+    heads = reports.get(CARTOON_DEPLOYMENTS["head"], {}).get("styles", {})
+    backgrounds = reports.get(CARTOON_DEPLOYMENTS["background"], {}).get("styles", {})
     return {
         "styles": [
             {

@@ -10,13 +10,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from deployments.cartoon.params import CartoonParams
-from deployments.idphoto.params import IdPhotoParams
-from deployments.restore.params import RestoreParams
 from serve_app.app_state import backend_of as _backend
 from serve_app.app_state import settings_of as _settings
 from serve_app.deadlines import within_request_timeout
 from serve_app.jobs import job_context, parse_job_params, run_job
 from serve_app.jobs.faces import find_faces
+from serve_app.registry import JOB_ENTRIES
 from serve_app.schemas import ErrorOut, FacesOut
 from serve_app.uploads import read_upload
 
@@ -69,44 +68,25 @@ async def faces(request: Request) -> FacesOut:
     return await within_request_timeout(faces, settings)
 
 
-@router.post(
-    "/v1/restore",
-    responses={200: {"content": {"image/png": {}, "image/jpeg": {}}}, **_ERRORS},
-    openapi_extra=_image_body(RestoreParams),
-    tags=["jobs"],
-)
-async def restore(request: Request) -> Response:
-    """Restore every face of a photo with GPEN (or the classic engine when weights are absent) and paste it back.
+def _job_route(task: str):
+    async def run_task(request: Request) -> Response:
+        return await _run_job(request, task)
 
-    The ``X-Portrait-Engine`` header (and ``meta.engine`` with ``return=json``) names the engine that ran.
-    """
-    return await _run_job(request, "restore")
+    return run_task
 
 
-@router.post(
-    "/v1/idphoto",
-    responses={200: {"content": {"image/jpeg": {}, "image/png": {}}}, **_ERRORS},
-    openapi_extra=_image_body(IdPhotoParams),
-    tags=["jobs"],
-)
-async def idphoto(request: Request) -> Response:
-    """An ID photo to a standard (``spec``) or a custom size, with a compliance report.
-
-    ``return=json`` adds the report and the print sheet (``layout``); ``strict=true`` refuses a non-compliant
-    result with 422 and the reasons. The image response carries ``X-Portrait-Compliance: pass|fail``.
-    """
-    return await _run_job(request, "idphoto")
-
-
-@router.post(
-    "/v1/cartoon",
-    responses={200: {"content": {"image/png": {}}}, **_ERRORS},
-    openapi_extra=_image_body(CartoonParams),
-    tags=["jobs"],
-)
-async def cartoon(request: Request) -> Response:
-    """Cartoonize a photo (DCT-Net whole image + per-face heads; classic engine when weights are absent)."""
-    return await _run_job(request, "cartoon")
+for _entry in JOB_ENTRIES:  # one route per registered job: POST /v1/<name>
+    router.add_api_route(
+        _entry.route,
+        _job_route(_entry.name),
+        methods=["POST"],
+        name=_entry.name,
+        summary=_entry.title[0].capitalize(),
+        description=_entry.description,
+        responses={200: {"content": {media_type: {} for media_type in _entry.result_media_types}}, **_ERRORS},
+        openapi_extra=_image_body(_entry.params_model),
+        tags=["jobs"],
+    )
 
 
 @router.post(

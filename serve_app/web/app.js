@@ -44,7 +44,7 @@ function init() {
   showJobOptions();
   render();
   loadHealth();
-  state.ready = Promise.all([loadSpecs(), loadStyles()]);
+  state.ready = Promise.all([loadSpecs(), loadStyles(), loadRestoreModels()]);
 }
 
 init();

@@ -17,7 +17,7 @@ const state = {
   instruction: null, // the last answer of the instruction box: {ok, task, filled, notes, engine} or {ok: false, error}
   instructionBusy: false,
   formStatus: null, // {key, job, vars}
-  ready: Promise.resolve(), // the ID-photo standards and cartoon styles, loaded (or failed)
+  ready: Promise.resolve(), // the ID-photo standards, cartoon styles and restorers, loaded (or failed)
 };
 
 const byId = (id) => document.getElementById(id);

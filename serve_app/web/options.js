@@ -40,12 +40,24 @@ async function loadStyles() {
   renderStyles();
 }
 
+/** The restorers the service offers, in its order of preference (the OpenAI model list names each as a restore
+ * model); without an answer only the default stays, which lets the service choose. */
+async function loadRestoreModels() {
+  const answer = await request("/v1/models");
+  if (answer.ok) {
+    const names = answer.body.data.filter((card) => card.task === "restore" && card.params.model);
+    const select = byId("restore-model");
+    select.replaceChildren(select.options[0], ...names.map((card) => new Option("", card.params.model)));
+  }
+  renderRestoreModels();
+}
+
 // ---------------------------------------------------------------- the options of each job
 
 function renderRestoreModels() {
   const unusable = new Set(unusableModels().map((model) => model.name));
   for (const option of byId("restore-model").options) {
-    const label = t(option.dataset.i18n);
+    const label = option.value ? tOr(`restore.model.${option.value}`, option.value) : t("restore.model.default");
     option.textContent = unusable.has(option.value) ? t("restore.model.unusable", { label }) : label;
   }
 }

@@ -61,7 +61,7 @@ def random_dctnet_constants(seed: int) -> dict[str, np.ndarray]:
 
 
 @pytest.fixture(scope="session")
-def serve_model_store(tmp_path_factory) -> tuple[Path, Path]:
+def serve_model_store(tmp_path_factory, builtin_store) -> tuple[Path, Path]:
     """(store root, manifest) for the Serve session: the built-in models linked in, a tiny generated GPEN standing in
     for ``gpen-bfr-512`` and a random-weight DCT-Net graph (official format) for both ``anime`` models, each pinned
     by its sha256 in a copy of the manifest. ``gpen-bfr-256`` and the other styles stay absent, so those serve the
@@ -73,7 +73,7 @@ def serve_model_store(tmp_path_factory) -> tuple[Path, Path]:
 
     root = tmp_path_factory.mktemp("serve-models")
     manifest = yaml.safe_load((REPO_ROOT / "configs" / "models.yaml").read_text(encoding="utf-8"))
-    store = Path(os.environ.get("PORTRAIT_MODEL_STORE", REPO_ROOT / "models"))
+    store = builtin_store  # links to exactly the downloaded built-ins
     builtins = [spec for spec in manifest["models"].values() if spec.get("builtin") and not spec.get("derive")]
     for folder in sorted({Path(spec["file"]).parts[0] for spec in builtins}):  # not the converted Real-ESRGAN: slow
         (root / folder).symlink_to(store / folder, target_is_directory=True)
@@ -91,7 +91,7 @@ def serve_model_store(tmp_path_factory) -> tuple[Path, Path]:
         path.write_bytes(graph)
         manifest["models"][model].update(sha256=sha256_of(path), size_bytes=path.stat().st_size)
     manifest_path = root / "models.yaml"
-    manifest_path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    manifest_path.write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")  # order: preference
     return root, manifest_path
 
 
@@ -130,6 +130,7 @@ def serve_url(serve_model_store, serve_app_args, serve_buckets_root) -> str:
     store_root, manifest = serve_model_store
     env_vars = {**RAY_ENV, "PORTRAIT_MODEL_STORE": str(store_root), "PORTRAIT_MODELS_MANIFEST": str(manifest)}
     env_vars |= {"PORTRAIT_BUCKETS_ROOT": str(serve_buckets_root), "PORTRAIT_EVENTS_TOKEN": SERVE_EVENTS_TOKEN}
+    env_vars |= {"PORTRAIT_PUBLIC_HEALTH_DETAIL": "true"}  # the tests read every deployment's report
     config = ServeDeploySchema.model_validate(serve_config(port, env_vars, serve_app_args))
     ray.init(
         num_cpus=2,

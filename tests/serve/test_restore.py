@@ -62,8 +62,8 @@ def test_without_weights_the_classic_engine_answers_and_says_so(serve_url, two_f
 def test_healthz_shows_the_degraded_restorer(serve_url):
     body = httpx.get(f"{serve_url}/healthz", timeout=30).json()
     assert body["status"] == "degraded"
-    assert body["deployments"]["FaceRestorer[gpen-bfr-256]"]["engine"] == "classic-restore"
-    assert body["deployments"]["FaceRestorer[gpen-bfr-512]"]["engine"] == "gpen"
+    assert body["deployments"]["FaceRestorer256"]["engine"] == "classic-restore"
+    assert body["deployments"]["FaceRestorer512"]["engine"] == "gpen"
 
 
 def test_a_photo_without_faces_comes_back_unchanged(serve_url):

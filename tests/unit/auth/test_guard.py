@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from serve_app import __version__
 from serve_app.auth import ApiKeyIn, Gate, KeyRing, LimitBook, LocalLimiter, hash_key
 from serve_app.routes import create_api
 from serve_app.settings import Settings
@@ -120,7 +121,7 @@ def test_liveness_the_page_and_the_bucket_webhook_stay_open(client):
 def test_healthz_without_a_key_says_only_the_verdict(client):
     detailed = client.get("/healthz", headers=bearer("pk_full")).json()
     assert {"status", "version", "deployments", "models"} <= set(detailed)
-    assert client.get("/healthz").json() == {"status": detailed["status"]}
+    assert client.get("/healthz").json() == {"status": detailed["status"], "version": __version__}
 
 
 def test_without_keys_the_service_is_open_as_before(local_backend, photo_jpeg):

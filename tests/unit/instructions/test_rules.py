@@ -13,7 +13,8 @@ from deployments.idphoto.specs import IdSpec
 from deployments.restore.params import RestoreParams
 from serve_app.instructions import MAX_PROMPT_CHARS, InstructionUnclear, JobHint, PromptTooLong, rule_interpreter
 from serve_app.instructions.vocabulary import build_vocabulary, enum_values, load_lexicon
-from serve_app.jobs import JOBS, parse_job_params
+from serve_app.jobs import parse_job_params
+from serve_app.registry import JOB_ENTRIES
 
 BLUE, WHITE, RED = "#628bce", "#ffffff", "#d74532"
 
@@ -221,7 +222,8 @@ def test_a_model_added_to_the_params_model_appears_in_the_vocabulary(job_ctx):
         model: Literal["gpen-bfr-512", "newnet-v2"] | None = None
         strength_of_magic: float | None = None
 
-    jobs = {**JOBS, "restore": dataclasses.replace(JOBS["restore"], params_model=WiderRestoreParams)}
+    jobs = {entry.name: entry for entry in JOB_ENTRIES}
+    jobs["restore"] = dataclasses.replace(jobs["restore"], params_model=WiderRestoreParams)
     vocabulary = build_vocabulary(job_ctx, jobs=jobs)
     meanings = {phrase.text: dict(phrase.values) for phrase in vocabulary.phrases if phrase.tasks == {"restore"}}
     assert meanings["newnet-v2"] == meanings["newnet"] == {"model": "newnet-v2"}

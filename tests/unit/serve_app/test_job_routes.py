@@ -82,9 +82,17 @@ def test_idphoto_meets_the_standard_and_reports_compliance(client, photo_jpeg):
     )
     assert answer.status_code == 200, answer.text
     assert answer.headers["content-type"] == "image/jpeg"
-    assert answer.headers["x-portrait-compliance"] in ("pass", "fail")
     photo = image_of(answer.content)
     assert photo.size == (295, 413) and photo.info["dpi"] == pytest.approx((300, 300), abs=0.5)
+    # A 256 px source is too small for a 1-inch photo at 300 DPI: the header says what the report's checks say.
+    report = client.post(
+        "/v1/idphoto",
+        files={"image": ("me.jpg", photo_jpeg, "image/jpeg")},
+        data={"spec": "cn-1inch", "return": "json"},
+    ).json()["report"]
+    failing = {check["name"] for check in report["checks"] if not check["passed"]}
+    assert "source_scale" in failing
+    assert answer.headers["x-portrait-compliance"] == report["verdict"] == "fail"
 
 
 def test_cartoon_and_its_compatibility_route_answer_png(client, photo_jpeg):
@@ -175,21 +183,21 @@ def test_healthz_names_the_non_neural_engines_and_the_command_that_fixes_them(lo
         async def health(self):
             restorer = {"status": "degraded", "engine": "classic-restore"}
             return {
-                "FaceRestorer[gfpgan-v1.4]": {**restorer, "models": [{"name": "gfpgan-v1.4", "fix": "x"}]},
-                "FaceRestorer[gpen-bfr-512]": {**restorer, "models": [{"name": "gpen-bfr-512", "fix": "y"}]},
+                "FaceRestorerGFPGAN": {**restorer, "models": [{"name": "gfpgan-v1.4", "fix": "x"}]},
+                "FaceRestorer512": {**restorer, "models": [{"name": "gpen-bfr-512", "fix": "y"}]},
                 "FaceAnalyzer": {"status": "ok", "engine": "mediapipe", "models": [{"name": "face-mesh", "fix": None}]},
             }
 
-    body = client_for(Reporting()).get("/healthz").json()
+    body = client_for(Reporting(), Settings(public_health_detail=True)).get("/healthz").json()
     assert body["fallbacks"] == [
         {
-            "deployment": "FaceRestorer[gfpgan-v1.4]",
+            "deployment": "FaceRestorerGFPGAN",
             "engine": "classic-restore",
             "missing_models": ["gfpgan-v1.4"],
             "fix": "portrait models pull gfpgan-v1.4",
         },
         {
-            "deployment": "FaceRestorer[gpen-bfr-512]",
+            "deployment": "FaceRestorer512",
             "engine": "classic-restore",
             "missing_models": ["gpen-bfr-512"],
             "fix": "portrait models pull gpen-bfr-512",

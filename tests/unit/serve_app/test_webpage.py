@@ -17,7 +17,8 @@ from fastapi.testclient import TestClient
 from deployments.idphoto.params import NAMED_COLOURS, TRANSPARENT
 from deployments.restore.params import CODEFORMER_DEFAULT_FIDELITY
 from serve_app.instructions.vocabulary import enum_values
-from serve_app.jobs import JOBS, job_context, parse_job_params
+from serve_app.jobs import job_context, parse_job_params
+from serve_app.registry import JOB_NAMES, job_entry
 from serve_app.routes import create_api
 from serve_app.settings import Settings
 from serve_app.webpage import WEB_DIR
@@ -27,7 +28,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 SCRIPTS = tuple(sorted(path.name for path in WEB_DIR.glob("*.js")))
 WEB_FILES = ("index.html", "style.css", *SCRIPTS)
 # Options whose values come from the service at run time (/v1/idphoto/specs, /v1/cartoon/styles), not the page.
-LOADED_OPTIONS = {("idphoto", "spec"), ("cartoon", "style")}
+LOADED_OPTIONS = {("idphoto", "spec"), ("cartoon", "style"), ("restore", "model")}
 # A custom ID-photo size: the spec select's "custom" choice with width, height and a unit (px or mm).
 CUSTOM_SIZE = {"width_px", "height_px", "width_mm", "height_mm"}
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
@@ -182,7 +183,7 @@ def test_every_key_the_page_uses_is_in_both_tables(tables, page):
     assert used_in_script, "the scripts name no key"
     assert not (page.keys | used_in_script) - set(known)
     # Keys the scripts build from names: jobs, colours, restoration models.
-    assert {f"job.{task}" for task in JOBS} <= set(known)
+    assert {f"job.{task}" for task in JOB_NAMES} <= set(known)
     assert {f"colour.{name}" for name in [*NAMED_COLOURS, TRANSPARENT]} <= set(known)
 
 
@@ -195,11 +196,11 @@ def test_the_named_colours_are_the_services():
 
 
 def _fields(task: str) -> set[str]:
-    return set(JOBS[task].params_model.model_json_schema(by_alias=True)["properties"]) - {"return"}
+    return set(job_entry(task).params_model.model_json_schema(by_alias=True)["properties"]) - {"return"}
 
 
 def test_every_option_of_every_job_has_one_control(page):
-    for task in JOBS:
+    for task in JOB_NAMES:
         params = [control.param for control in page.controls if control.job == task]
         assert len(params) == len(set(params)), task
         custom = CUSTOM_SIZE if task == "idphoto" else set()
@@ -211,7 +212,7 @@ def test_each_choice_offers_exactly_what_its_params_model_accepts(page):
     assert len(selects) >= 10
     for control in selects:
         offered = {value for value, _ in control.options} - {""}
-        model = JOBS[control.job].params_model
+        model = job_entry(control.job).params_model
         if (control.job, control.param) in LOADED_OPTIONS:
             assert offered <= {"custom"}, control.param  # filled from the service
         elif control.param == "background":
@@ -222,7 +223,7 @@ def test_each_choice_offers_exactly_what_its_params_model_accepts(page):
 
 def test_a_fresh_form_sends_the_params_models_defaults(page):
     context = job_context(Settings())
-    for task in JOBS:
+    for task in JOB_NAMES:
         sent = {c.param: c.default() for c in page.controls if c.job == task and c.default() is not None}
         assert parse_job_params(task, sent, context) == parse_job_params(task, {}, context), task
     fidelity = next(control for control in page.controls if control.param == "fidelity")

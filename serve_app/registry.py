@@ -1,0 +1,125 @@
+"""The job registry: one :class:`JobEntry` per job, the only place a job is named. No Ray, no torch.
+
+A job is one folder ``deployments/<name>/`` (its pure pipeline, its params model, its ``deployment.py``), one module
+``serve_app/jobs/<name>.py`` (the orchestration: ``parse(fields, context) -> params`` and
+``run(backend, data, params, context) -> JobResult``, found by the job's name) and one entry in ``JOB_ENTRIES``.
+What the app derives from the entries:
+
+- the HTTP route ``POST /v1/<name>`` with its OpenAPI text and result media types (``routes/jobs.py``), and the
+  route the backfill CLI posts to (``route``);
+- the wire ``Literal`` of job names (``JobName``: ``ResultMeta.job``, ``InstructionOut.task``), the tasks a bucket
+  route accepts, and the file extension of each result media type (``result_extension``);
+- the OpenAI model list (a model per job) and the display names, English and Chinese (``title``);
+- the instruction interpreters' text: the LLM's system prompt (``prompt_hint``) and the rules' "no job" refusal
+  (``example_words``); ``tests/unit/test_registry.py`` holds ``instructions/lexicon.yaml``, the web page's job list
+  (``web/common.js`` ROUTES, ``index.html``, ``i18n.js``) and every Serve YAML (``deployments``) to the entries.
+
+Fields of an entry:
+
+``name``
+    the task name on the wire (``restore``); also the folder and module names above.
+``params_model``
+    the job's pydantic parameter model (``deployments/<name>/params.py``): form fields, JSON keys, bucket params.
+``title``
+    ``(English, Chinese)`` display names ("photo restoration", "照片修复").
+``description``
+    the OpenAPI description of ``POST /v1/<name>`` (what it does; what ``return=json`` adds).
+``result_media_types``
+    every media type a result of the job may have, with its file extension (``{"image/png": "png"}``); a job
+    answering anything else is our bug (500). Images today; video and others are just more entries.
+``prompt_hint``
+    one line for the language model: what the job does, with words people use for it.
+``example_words``
+    words the rules suggest when a prompt names no job ("修复, 老照片, 放大2倍").
+``deployments``
+    the Serve deployments the job calls (each Serve YAML configures every one; the restorers, one per manifest
+    entry of ``task: face_restoration``, come from the manifest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from deployments.cartoon.params import CartoonParams
+from deployments.common.errors import InternalError, InvalidParameter
+from deployments.common.params import JobParams
+from deployments.idphoto.params import IdPhotoParams
+from deployments.restore.params import RestoreParams
+
+
+@dataclass(frozen=True)
+class JobEntry:
+    """One job (fields: the module docstring)."""
+
+    name: str
+    params_model: type[JobParams]
+    title: tuple[str, str]
+    description: str
+    result_media_types: Mapping[str, str]
+    prompt_hint: str
+    example_words: str
+    deployments: tuple[str, ...]
+
+    @property
+    def route(self) -> str:
+        return f"/v1/{self.name}"
+
+
+JOB_ENTRIES: tuple[JobEntry, ...] = (
+    JobEntry(
+        name="restore",
+        params_model=RestoreParams,
+        title=("photo restoration", "照片修复"),
+        description="Restore every face of a photo (GFPGAN, CodeFormer or GPEN; the classic engine when weights are "
+        "absent) and paste it back; `upscale` enlarges the rest with Real-ESRGAN or Lanczos. The `X-Portrait-Engine` "
+        "header (and `meta.engine` with `return=json`) names the engine that ran.",
+        result_media_types={"image/jpeg": "jpg", "image/png": "png", "image/webp": "webp"},
+        prompt_hint="repair/sharpen an old or blurry photo, optionally upscale (修复, 老照片, 放大)",
+        example_words="修复, 老照片, 放大2倍",
+        deployments=("FaceAnalyzer", "BackgroundUpscaler"),
+    ),
+    JobEntry(
+        name="idphoto",
+        params_model=IdPhotoParams,
+        title=("ID photo", "证件照"),
+        description="An ID photo to a standard (`spec`) or a custom size, with a compliance report. `return=json` "
+        "adds the report and the print sheet (`layout`); `strict=true` refuses a non-compliant result with 422 and "
+        "the reasons. The image response carries `X-Portrait-Compliance: pass|fail`.",
+        result_media_types={"image/jpeg": "jpg", "image/png": "png"},
+        prompt_hint="an ID/passport/visa photo to a standard size and background (证件照, 一寸, 蓝底)",
+        example_words="证件照, 一寸, 蓝底, US passport",
+        deployments=("FaceAnalyzer", "PortraitMatter"),
+    ),
+    JobEntry(
+        name="cartoon",
+        params_model=CartoonParams,
+        title=("cartoon", "卡通"),
+        description="Cartoonize a photo (DCT-Net whole image + per-face heads; the classic engine when weights are "
+        "absent).",
+        result_media_types={"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"},
+        prompt_hint="turn the photo into a cartoon style (卡通, 动漫, 素描)",
+        example_words="卡通, 动漫, 素描",
+        deployments=("FaceAnalyzer", "CartoonHead", "CartoonBackground"),
+    ),
+)
+
+JOB_NAMES: tuple[str, ...] = tuple(entry.name for entry in JOB_ENTRIES)
+JobName = Literal[JOB_NAMES]  # the wire's job names
+_ENTRIES = {entry.name: entry for entry in JOB_ENTRIES}
+
+
+def job_entry(name: str) -> JobEntry:
+    try:
+        return _ENTRIES[name]
+    except KeyError:
+        raise InvalidParameter(f"unknown task {name!r}; tasks: {', '.join(JOB_NAMES)}") from None
+
+
+def result_extension(media_type: str) -> str:
+    """The file extension a result of ``media_type`` is stored under (bucket results, downloads)."""
+    for entry in JOB_ENTRIES:
+        if media_type in entry.result_media_types:
+            return entry.result_media_types[media_type]
+    raise InternalError(f"no job answers {media_type!r}; media types: the registry's result_media_types")

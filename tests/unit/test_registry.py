@@ -1,0 +1,140 @@
+"""The job registry and the restorers of the manifest are the only lists: everything that names a job or a restorer
+is derived from them or held to them here (the page, the lexicon, the Serve YAMLs, the prompts, OpenAPI)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+from ray.serve._private.build_app import build_app as build_serve_app
+
+from deployments.common.errors import ModelUnavailable
+from deployments.common.image import MEDIA_TYPES
+from deployments.common.weights import ModelSpec, load_manifest
+from deployments.restore.architecture import Architecture, restorer_architecture
+from deployments.restore.params import RESTORE_MODELS, RestoreParams, restorer_deployment, restorer_specs
+from serve_app.app import AppArgs, build_app
+from serve_app.instructions import InstructionUnclear, LlmInterpreter, LlmOptions, RuleInterpreter
+from serve_app.instructions.vocabulary import build_vocabulary, enum_values, load_lexicon
+from serve_app.jobs import JOBS, job_context
+from serve_app.openai_api import openai_model_list
+from serve_app.registry import JOB_ENTRIES, JOB_NAMES, result_extension
+from serve_app.routes import create_api
+from serve_app.schemas import ResultMeta
+from serve_app.settings import Settings
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+WEB = REPO_ROOT / "serve_app" / "web"
+
+
+@pytest.fixture(scope="module")
+def manifest() -> dict[str, ModelSpec]:
+    return load_manifest(Settings().models_manifest)
+
+
+@pytest.fixture(scope="module")
+def built_deployments() -> set[str]:
+    return {deployment.name for deployment in build_serve_app(build_app({}), name="portrait").deployments}
+
+
+# --- jobs ----------------------------------------------------------------------------------------------------------
+
+
+def test_every_entry_has_its_orchestration_module():
+    assert list(JOBS) == list(JOB_NAMES)
+    for entry in JOB_ENTRIES:
+        kind = JOBS[entry.name]
+        assert kind.parse.__module__ == kind.run.__module__ == f"serve_app.jobs.{entry.name}"
+
+
+def test_every_output_format_a_job_accepts_is_one_of_its_result_media_types():
+    for entry in JOB_ENTRIES:
+        formats = {value for value in enum_values(entry.params_model, "format") if value != "auto"}
+        assert {MEDIA_TYPES[fmt] for fmt in formats} == set(entry.result_media_types), entry.name
+        for media_type, extension in entry.result_media_types.items():
+            assert result_extension(media_type) == extension
+
+
+def test_the_wire_literals_are_the_registrys_job_names():
+    schema = ResultMeta.model_json_schema()["properties"]["job"]
+    assert schema["enum"] == list(JOB_NAMES)
+
+
+def test_every_job_route_and_its_openapi_text_come_from_the_registry():
+    paths = TestClient(create_api()).get("/openapi.json").json()["paths"]
+    for entry in JOB_ENTRIES:
+        operation = paths[entry.route]["post"]
+        assert operation["description"] == entry.description
+        media_types = set(operation["responses"]["200"]["content"])
+        assert media_types == {*entry.result_media_types, "application/json"}  # return=json
+        options = operation["requestBody"]["content"]["application/json"]["schema"]["properties"]
+        assert set(options) - {"image_b64"} == set(entry.params_model.model_json_schema(by_alias=True)["properties"])
+
+
+def test_the_lexicon_names_every_job_and_only_those():
+    assert set(load_lexicon().tasks) == set(JOB_NAMES)
+
+
+def test_the_prompts_name_every_job():
+    context = job_context(Settings())
+    vocabulary = build_vocabulary(context)
+    rules = RuleInterpreter(vocabulary, context)
+    llm = LlmInterpreter(LlmOptions(base_url="http://127.0.0.1:9/v1", model="m"), rules, vocabulary, context)
+    prompt = llm.system_prompt()
+    assert all(f"{entry.name} = {entry.prompt_hint}" in prompt for entry in JOB_ENTRIES)
+    with pytest.raises(InstructionUnclear, match="names no job") as refused:
+        rules.interpret_now("hello there")
+    assert all(entry.example_words in str(refused.value) for entry in JOB_ENTRIES)
+
+
+def test_the_web_page_offers_every_job_at_its_route():
+    common = (WEB / "common.js").read_text(encoding="utf-8")
+    routes = re.search(r"const ROUTES = (\{.*?\});", common, re.DOTALL).group(1)
+    assert json.loads(re.sub(r"(\w+):", r'"\1":', routes)) == {entry.name: entry.route for entry in JOB_ENTRIES}
+    radios = re.findall(r'<input type="radio" name="job" value="([a-z_]+)"', (WEB / "index.html").read_text("utf-8"))
+    assert radios == list(JOB_NAMES)
+
+
+def test_every_deployment_a_job_calls_is_built_and_so_in_every_serve_yaml(built_deployments):
+    """``tests/unit/test_configs.py`` holds every Serve YAML to the built deployments."""
+    for entry in JOB_ENTRIES:
+        assert set(entry.deployments) <= built_deployments, entry.name
+
+
+# --- restorers -----------------------------------------------------------------------------------------------------
+
+
+def test_the_restorers_offered_are_the_manifests_in_its_order(manifest):
+    restorers = restorer_specs(manifest)
+    assert RESTORE_MODELS == tuple(spec.name for spec in restorers)
+    assert enum_values(RestoreParams, "model") == RESTORE_MODELS
+    assert AppArgs().restore_models == list(RESTORE_MODELS)
+    cards = openai_model_list(manifest, job_context(Settings()))["data"]  # what the web page offers, in order
+    assert [card["id"] for card in cards if card["task"] == "restore" and card["params"]] == list(RESTORE_MODELS)
+
+
+def test_every_restorer_has_an_architecture_and_one_deployment_in_the_app(manifest, built_deployments):
+    for spec in restorer_specs(manifest):
+        assert isinstance(restorer_architecture(spec), Architecture), spec.name
+        assert restorer_deployment(spec) in built_deployments
+    names = [restorer_deployment(spec) for spec in restorer_specs(manifest)]
+    assert len(set(names)) == len(names)
+
+
+def test_a_model_that_is_not_a_face_restorer_is_refused(manifest):
+    with pytest.raises(ModelUnavailable, match="not a face restorer"):
+        restorer_architecture(manifest["realesrgan-x4plus"])
+    with pytest.raises(ModelUnavailable, match="names no deployment"):
+        restorer_deployment(ModelSpec("x", "face_restoration", "gpen", "gpen", "x.pth", "https://x", "MIT"))
+
+
+def test_the_shipped_serve_yamls_list_each_restorer_under_its_manifest_deployment_name(manifest):
+    """One name per deployment: the YAML entry is the manifest's ``deployment`` (also /healthz's and the metrics')."""
+    for relative in ("configs/local.yaml", "configs/gpu.yaml", "configs/cluster-cpu.yaml"):
+        config = yaml.safe_load((REPO_ROOT / relative).read_text(encoding="utf-8"))
+        names = {deployment["name"] for deployment in config["applications"][0]["deployments"]}
+        assert {restorer_deployment(spec) for spec in restorer_specs(manifest)} <= names, relative
