@@ -16,7 +16,7 @@ import torch
 from PIL import Image
 
 from deployments.common.weights import ModelSpec, ModelStore
-from deployments.restore import restorer
+from deployments.restore import codeformer, restorer
 from deployments.restore.codeformer import load_codeformer
 from deployments.restore.gray import is_gray, match_gray
 from deployments.restore.types import FaceToRestore
@@ -70,8 +70,8 @@ def codeformer_predictor(tmp_path: Path, monkeypatch) -> restorer.RestorationPre
         license="test",
         args={"size": TINY.size_px, "template": "ffhq-512"},
     )
-    tiny = dataclasses.replace(restorer.ARCHITECTURES["codeformer"], load=lambda p: load_codeformer(p, config=TINY))
-    monkeypatch.setitem(restorer.ARCHITECTURES, "codeformer", tiny)
+    tiny = dataclasses.replace(codeformer.RESTORER, load=lambda p: load_codeformer(p, config=TINY))
+    monkeypatch.setattr(codeformer, "RESTORER", tiny)  # what restorer_architecture finds for "codeformer"
     return restorer.RestorationPredictor("codeformer", ModelStore(tmp_path, {"codeformer": spec}))
 
 
