@@ -20,6 +20,7 @@ from serve_app.bucket.deployment import BucketRunner
 from serve_app.handles import Stages
 from serve_app.ingress import Ingress
 from serve_app.instructions import InstructionsConfig
+from serve_app.jobs_api import JobsConfig
 
 
 class AppArgs(BaseModel):
@@ -37,6 +38,9 @@ class AppArgs(BaseModel):
     # API keys ({keys: [{id, sha256, rate_per_s, burst, daily_quota, tasks, callback_secret}], keys_file}); README
     # "Keys and quotas". Without keys every route is open, as on a laptop.
     auth: AuthConfig = Field(default_factory=AuthConfig)
+    # Asynchronous jobs (/v1/jobs; they run in the bucket runner): {store, retention_s, max_queued, callback_secret,
+    # callback_hosts, ...}; README "Asynchronous jobs".
+    jobs: JobsConfig = Field(default_factory=JobsConfig)
 
 
 def build_app(args: dict[str, Any] | None = None) -> Application:
@@ -55,5 +59,7 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
         cartoon_background=Cartoonizer.options(name=CARTOON_DEPLOYMENTS["background"]).bind("background"),
         upscaler=BackgroundUpscaler.bind(),
     )
-    runner = BucketRunner.bind(stages=stages) if options.bucket_runner else None
-    return Ingress.bind(stages=stages, bucket_runner=runner, instructions=options.instructions, auth=options.auth)
+    runner = BucketRunner.bind(stages=stages, jobs=options.jobs, auth=options.auth) if options.bucket_runner else None
+    return Ingress.bind(
+        stages=stages, bucket_runner=runner, instructions=options.instructions, auth=options.auth, jobs=options.jobs
+    )

@@ -30,6 +30,7 @@ from deployments.restore.types import BackgroundEngine, FaceToRestore, RestoredF
 from serve_app.auth.caller import caller_id
 from serve_app.backend import matte_engine_info, restore_template
 from serve_app.health import HealthAggregator, ReplicaCount, ReplicaCounts, replica_counts_of
+from serve_app.jobs_api.layout import JobRef
 
 logger = logging.getLogger(__name__)
 
@@ -177,3 +178,9 @@ class BucketRunnerClient:
     async def submit(self, events: list) -> int:
         """A full runner queue is our 503 ``Overloaded`` too: MinIO then keeps the events and redelivers them."""
         return await call_deployment(self._runner.submit, list(events))
+
+    async def enqueue(self, task: str, ref: JobRef) -> None:
+        """A ``JobQueue`` for the jobs API: a refusal comes back as a value (its message), raised here as 503."""
+        refusal = await call_deployment(self._runner.enqueue_job, task, ref.owner, ref.id)
+        if refusal is not None:
+            raise Overloaded(refusal, details={"retry_after_s": 5})

@@ -18,6 +18,7 @@ from serve_app.bucket.webhook import require_events_token
 from serve_app.handles import BucketRunnerClient, HandleBackend, ServeReplicaCounts, Stages
 from serve_app.instructions import InstructionsConfig
 from serve_app.jobs import JOBS
+from serve_app.jobs_api import JobsConfig, JobsService, JobStore
 from serve_app.routes import create_api
 from serve_app.settings import get_settings
 
@@ -40,6 +41,7 @@ class Ingress:
         bucket_runner: DeploymentHandle | None = None,
         instructions: InstructionsConfig | None = None,
         auth: AuthConfig | None = None,
+        jobs: JobsConfig | None = None,
     ) -> None:
         self._instructions = instructions or InstructionsConfig()
         keys = load_keys(auth or AuthConfig())
@@ -60,6 +62,10 @@ class Ingress:
             require_events_token(self._settings, http_host)
             self._event_sink = BucketRunnerClient(bucket_runner)
             self._backend.watch("BucketRunner", bucket_runner)
+        self._jobs = None
+        if jobs is not None and self._event_sink is not None:  # the jobs run in the bucket runner
+            store = JobStore(jobs.location(self._settings.buckets_root), jobs.s3, JOBS)
+            self._jobs = JobsService(jobs, store, self._event_sink)
 
     def __serve_build_asgi_app__(self):
         """Serve calls this after ``__init__``: the routes get the handles' backend."""
@@ -69,6 +75,7 @@ class Ingress:
         api.state.event_sink = self._event_sink
         api.state.instructions = self._instructions
         api.state.gate = self._gate
+        api.state.jobs = self._jobs
         return api
 
 

@@ -160,6 +160,15 @@ def _event_lag() -> metrics.Histogram:
 
 
 @cache
+def _retention_deleted() -> metrics.Counter:
+    return metrics.Counter(
+        "portrait_retention_deleted",
+        description="objects deleted because their retention expired (kind: job or bucket)",
+        tag_keys=("kind",),
+    )
+
+
+@cache
 def _gpu_memory() -> metrics.Gauge:
     return metrics.Gauge("portrait_gpu_memory_bytes", description="GPU memory held by a replica", tag_keys=("stage",))
 
@@ -183,6 +192,10 @@ def record_job(task: str, outcome: str, engine: str, bytes_in: int, bytes_out: i
 
 def record_event_lag(route: str, lag_s: float) -> None:
     _event_lag().observe(max(0.0, lag_s), tags={"route": route})
+
+
+def record_retention_deleted(kind: str, count: int) -> None:
+    _retention_deleted().inc(count, tags={"kind": kind})
 
 
 def record_gpu_memory(stage: str, allocated_bytes: int) -> None:

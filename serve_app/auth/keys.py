@@ -90,6 +90,9 @@ class KeyRing:
     def find(self, token: str) -> ApiKey | None:
         return self._by_hash.get(hash_key(token))
 
+    def by_id(self, key_id: str) -> ApiKey | None:
+        return next((key for key in self._by_hash.values() if key.id == key_id), None)
+
     def check_tasks(self, known: Iterable[str]) -> None:
         """Refuse at start a key naming a task that does not exist (a typo would lock its owner out)."""
         names = set(known)

@@ -30,8 +30,9 @@ from ray import serve
 from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError
 
-from deployments.common.deployment import record_event_lag
-from deployments.common.errors import InvalidParameter
+from deployments.common.deployment import record_event_lag, record_retention_deleted
+from deployments.common.errors import InvalidParameter, ServiceError
+from serve_app.auth import AuthConfig, load_keys
 from serve_app.bucket.config import RunnerConfig
 from serve_app.bucket.events import ObjectEvent
 from serve_app.bucket.folders import buckets_root, require_input_folders
@@ -40,7 +41,9 @@ from serve_app.bucket.routing import build_routing_table
 from serve_app.bucket.runner import BucketWorker, job_executor
 from serve_app.bucket.sqs import SqsConsumer
 from serve_app.handles import HandleBackend, Stages
-from serve_app.jobs import job_context
+from serve_app.jobs import JOBS, job_context
+from serve_app.jobs_api import JobsConfig, JobsRunner, JobStore, job_routes
+from serve_app.jobs_api.layout import JobRef
 from serve_app.settings import get_settings
 
 logger = logging.getLogger(__name__)
@@ -72,7 +75,7 @@ def _observe_outcome(outcome: ObjectOutcome) -> None:
 
 @serve.deployment(name="BucketRunner", num_replicas=1)
 class BucketRunner:
-    def __init__(self, stages: Stages) -> None:
+    def __init__(self, stages: Stages, jobs: JobsConfig | None = None, auth: AuthConfig | None = None) -> None:
         settings = get_settings()
         self._backend = HandleBackend(stages, manifest=settings.open_model_store().manifest)
         self._context = job_context(settings)
@@ -81,6 +84,12 @@ class BucketRunner:
         self._worker: BucketWorker | None = None
         self._sqs: SqsConsumer | None = None
         self._loops: list[asyncio.Task[None]] = []
+        self._jobs: JobsRunner | None = None
+        if jobs is not None:  # the jobs API's work: its routes join the table, its endings come through _observe
+            store = JobStore(jobs.location(self._buckets_root), jobs.s3, JOBS)
+            store.prepare()
+            keys = load_keys(auth or AuthConfig())
+            self._jobs = JobsRunner(jobs, store, keys, on_deleted=record_retention_deleted)
 
     async def reconfigure(self, user_config: dict[str, Any]) -> None:
         try:
@@ -89,7 +98,8 @@ class BucketRunner:
             raise InvalidParameter(f"BucketRunner user_config: {exc}") from None
         nodes = await asyncio.to_thread(_alive_nodes)
         root = buckets_root(config.routes, self._buckets_root, nodes=nodes)
-        table = build_routing_table(config.routes, self._context, base_dir=root)
+        jobs_routes = job_routes(self._jobs.config, self._jobs.store, JOBS) if self._jobs else []
+        table = build_routing_table([*config.routes, *jobs_routes], self._context, base_dir=root)
         require_input_folders(table, node=f"{socket.gethostname()} ({ray.get_runtime_context().get_node_id()[:12]})")
         old = self._worker
         worker = BucketWorker(
@@ -102,7 +112,7 @@ class BucketRunner:
             retry=config.retry,
             job_timeout_s=config.job_timeout_s,
             transient=is_transient_in_ray,
-            on_outcome=_observe_outcome,
+            on_outcome=self._observe,
             locks=old.locks if old else None,
         )
         for loop in self._loops:  # the previous worker's loops stop; its in-flight objects finish, under its locks
@@ -114,6 +124,9 @@ class BucketRunner:
         self._loops = [asyncio.create_task(worker.poll_forever(config.poll_interval_s), name="bucket-poller")]
         if self._sqs is not None:
             self._loops.append(asyncio.create_task(self._sqs.run_forever(), name="sqs-consumer"))
+        if self._jobs is not None:
+            self._jobs.attach(worker)
+            self._loops.append(asyncio.create_task(self._jobs.sweep_forever(), name="retention-sweep"))
         logger.info("BucketRunner: %d routes %s, sqs=%s", len(table), [r.name for r in table.routes], bool(config.sqs))
 
     async def submit(self, events: list[ObjectEvent]) -> int:
@@ -121,6 +134,21 @@ class BucketRunner:
         if self._worker is None:
             return 0
         return self._worker.submit(events)
+
+    async def enqueue_job(self, task: str, owner: str, job_id: str) -> str | None:
+        """Queue a job the ingress stored; the refusal's message when the queue is full (the ingress answers 503)."""
+        if self._jobs is None:
+            return "the jobs API is not configured on this runner"
+        try:
+            self._jobs.enqueue(task, JobRef(owner, job_id))
+        except ServiceError as exc:  # the jobs queue, or the worker's own queue, is full
+            return exc.message
+        return None
+
+    def _observe(self, outcome: ObjectOutcome) -> None:
+        _observe_outcome(outcome)
+        if self._jobs is not None:
+            self._jobs.observe(outcome)
 
     async def health(self) -> dict[str, Any]:
         """``failing`` when a trigger loop died, ``degraded`` when a route's last scan failed; each route's state."""
@@ -148,6 +176,7 @@ class BucketRunner:
             **({"reason": reason} if reason else {}),
             "routes": routes,
             "in_flight": worker.in_flight if worker else 0,
+            "jobs_queued": self._jobs.queued if self._jobs else None,
             "outcomes": dict(worker.counts) if worker else {},
             "sqs": {"deleted": self._sqs.deleted, "kept": self._sqs.kept} if self._sqs else None,
             "config": {k: v for k, v in self._config.model_dump().items() if k not in ("routes", "sqs")},

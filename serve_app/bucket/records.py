@@ -5,6 +5,8 @@ backfill CLI, so both name and describe results the same way.
     <output>/<key without extension>.json      ``ResultRecord``: source (bucket, key, ETag, version), task, params,
                                                the job's ``ResultMeta``, upload → result lag
     <output>/_errors/<key>.json                ``ErrorRecord``: why that ETag got no result (code, message)
+    <output>/_attachments/<key>.json           what ``return=json`` adds beside the image (restore's face crops,
+                                               the ID photo's report), so a stored result answers like the route
 
 The ``.json`` is written after the image: it is the commit marker the idempotency check reads. The names come from
 ``storage.keys``: a key that cannot name a result (reserved, or too long) still has an error record name, so every
@@ -33,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 MAX_RECORD_BYTES = 1 << 20
 RECORD_CONTENT_TYPE = "application/json"
+ATTACHMENTS_FOLDER = "_attachments"
 
 
 class ResultCollision(InputError):
@@ -59,6 +62,7 @@ class ResultRecord(BaseModel):
     params: dict[str, Any]
     result_key: str
     sheet_key: str | None = None  # the ID photo's print sheet, when the params asked for a layout
+    attachments_key: str | None = None  # the JSON attachments of a ``return=json`` result
     meta: ResultMeta
     uploaded_at: datetime
     finished_at: datetime
@@ -145,6 +149,8 @@ def write_result(store: ObjectStore, names: RecordNames, result: JobResult, reco
     """The images first, then the ``.json``: a crash in between leaves no record, so the object is redone."""
     if result.sheet is not None and record.sheet_key is not None:
         store.put(record.sheet_key, result.sheet, content_type=result.media_type)
+    if result.attachments and record.attachments_key is not None:
+        store.put(record.attachments_key, json.dumps(result.attachments).encode(), content_type=RECORD_CONTENT_TYPE)
     store.put(record.result_key, result.body, content_type=result.media_type)
     store.put(names.require_metadata(), dump_record(record), content_type=RECORD_CONTENT_TYPE)
     store.delete(names.error)  # an error record of an earlier version no longer describes the object
@@ -163,6 +169,11 @@ def sheet_key(key: str, result: JobResult, *, within: str = "") -> str | None:
     if result.sheet is None:
         return None
     return result_name(key, "sheet." + result_extension(result.media_type), within=within)
+
+
+def attachments_key(key: str, result: JobResult) -> str | None:
+    """``_attachments/<key>.json`` (named like the error record: the full source key), when the result has any."""
+    return safe_join(ATTACHMENTS_FOLDER, f"{key}.json") if result.attachments else None
 
 
 def error_detail(exc: PortraitError) -> ErrorDetail:

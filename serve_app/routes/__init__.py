@@ -8,6 +8,7 @@ from serve_app.auth import install_key_guard
 from serve_app.auth.routes import router as usage_routes
 from serve_app.bucket.webhook import install_event_routes
 from serve_app.errors import install_error_handlers
+from serve_app.jobs_api.routes import router as async_job_routes
 from serve_app.openai_api import router as plain_language_routes
 from serve_app.routes.catalog import router as catalog_routes
 from serve_app.routes.health import router as health_routes
@@ -31,4 +32,5 @@ def create_api() -> FastAPI:
     api.include_router(catalog_routes)
     api.include_router(job_routes)
     api.include_router(usage_routes)
+    api.include_router(async_job_routes)  # /v1/jobs: needs app.state.jobs
     return api

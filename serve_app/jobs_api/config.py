@@ -1,0 +1,58 @@
+"""``args.jobs``: where asynchronous jobs live, how long, how deep the queue is, how callbacks are signed and sent."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from storage.base import Location, StoreSettings, parse_location
+
+DAY_S = 86_400
+
+
+class JobsConfig(BaseModel):
+    """The jobs API of the application (README "Asynchronous jobs")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    store: str = Field(
+        "jobs", description="s3://bucket/prefix (a cluster), or a folder (relative: under PORTRAIT_BUCKETS_ROOT)"
+    )
+    s3: StoreSettings = Field(default_factory=StoreSettings, description="how to reach an s3:// store")
+    input_store: str | None = Field(
+        None, description="where JSON submissions may name their input (`input`: a key in it, or its s3:// URI)"
+    )
+    retention_s: int = Field(DAY_S, ge=1, le=90 * DAY_S, description="a job's input, result and record live this long")
+    max_queued: int = Field(256, ge=1, le=100_000, description="accepted jobs not yet finished; beyond: 503")
+    callback_secret: SecretStr | None = Field(None, description="signs callbacks of keys without their own secret")
+    callback_hosts: tuple[str, ...] = Field(
+        (), description="hosts or CIDRs a callback may reach besides public addresses (e.g. 127.0.0.1, 10.0.0.0/8)"
+    )
+    callback_retry_s: float = Field(3900.0, ge=3600, description="how long a failing callback is retried")
+    callback_timeout_s: float = Field(10.0, gt=0, le=60)
+    sweep_interval_s: float = Field(10.0, gt=0, le=3600, description="how often expired jobs are looked for")
+
+    @field_validator("callback_hosts")
+    @classmethod
+    def _hosts_or_networks(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
+        for host in hosts:
+            if "/" in host:
+                ipaddress.ip_network(host, strict=False)  # a ValueError names the bad CIDR
+        return tuple(host.lower() for host in hosts)
+
+    def location(self, root: Path | None) -> Location:
+        """The store's location; a relative folder resolves under ``root`` (the buckets root) or the working dir."""
+        if "://" in self.store or self.store.startswith("file:") or root is None:
+            return parse_location(self.store)
+        return parse_location(os.path.join(root, os.path.expanduser(self.store)))
+
+
+def within(location: Location, *parts: str) -> str:
+    """The URI of a folder inside ``location`` (what a bucket route's ``input``/``output`` takes)."""
+    if location.scheme == "file":
+        return os.path.join(location.bucket, *parts)
+    prefix = "/".join(part for part in (location.prefix, *parts) if part)
+    return f"s3://{location.bucket}/{prefix}"

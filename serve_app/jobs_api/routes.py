@@ -1,0 +1,101 @@
+"""The jobs API: ``POST /v1/jobs``, ``GET /v1/jobs[?status=]``, ``GET /v1/jobs/{id}``, ``GET /v1/jobs/{id}/result``,
+``DELETE /v1/jobs/{id}`` (README "Asynchronous jobs"). A key sees its own jobs only.
+
+(No ``from __future__ import annotations``: FastAPI resolves the route annotations at run time.)
+"""
+
+import asyncio
+from typing import Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from deployments.common.errors import ServiceError
+from serve_app.app_state import settings_of
+from serve_app.auth import caller_id, current_key, require_task
+from serve_app.jobs import job_context, parse_job_params
+from serve_app.jobs.results import JobResult
+from serve_app.jobs_api.callbacks import CallbackRefused, resolve_target
+from serve_app.jobs_api.records import JobAccepted, JobListOut, job_json
+from serve_app.jobs_api.service import JobNotReady, JobsService
+from serve_app.jobs_api.submission import read_submission
+from serve_app.schemas import ErrorOut
+
+router = APIRouter(tags=["asynchronous jobs"])
+_ERRORS = {status: {"model": ErrorOut} for status in (401, 403, 404, 409, 410, 413, 422, 429, 503)}
+
+
+class JobsUnavailable(ServiceError):
+    code = "jobs_unavailable"
+    http_status = 503
+
+
+def _jobs(request: Request) -> JobsService:
+    service = getattr(request.app.state, "jobs", None)
+    if service is None:
+        raise JobsUnavailable("the jobs API needs the bucket runner (application arg bucket_runner: true)")
+    return service
+
+
+@router.post("/v1/jobs", status_code=202, response_model=JobAccepted, responses=_ERRORS)
+async def submit_job(request: Request) -> JSONResponse:
+    """Accept a job: 202 with its id and ``Location``; the same options, checks and errors as ``POST /v1/{task}``
+    (a bad option is a 422 now, not a failed job). The same ``idempotency_key`` again: 200 with the same job."""
+    service, settings = _jobs(request), settings_of(request)
+    job = await read_submission(request, service.config, max_bytes=settings.max_image_bytes)
+    require_task(job.task)
+    parse_job_params(job.task, job.fields, job_context(settings))
+    if job.callback_url is not None:
+        key = current_key()
+        if not ((key and key.callback_secret) or service.config.callback_secret):
+            raise CallbackRefused("no callback secret is configured (the key's callback_secret, or args.jobs)")
+        await asyncio.to_thread(resolve_target, job.callback_url, service.config.callback_hosts)
+    view, created = await service.submit(caller_id(), job)
+    out = view.to_out()
+    accepted = JobAccepted(id=out.id, status=out.status, status_url=out.status_url, result_url=out.result_url)
+    return JSONResponse(
+        accepted.model_dump(), status_code=202 if created else 200, headers={"Location": out.status_url}
+    )
+
+
+@router.get("/v1/jobs", response_model=JobListOut, responses=_ERRORS)
+async def list_jobs(
+    request: Request,
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,
+    limit: int = Query(100, ge=1, le=1000),
+) -> JSONResponse:
+    """The calling key's jobs, newest first, optionally of one status."""
+    views = await _jobs(request).list(caller_id(), status, limit)
+    return JSONResponse({"jobs": [job_json(view.to_out()) for view in views]})
+
+
+@router.get("/v1/jobs/{job_id}", responses=_ERRORS)
+async def get_job(request: Request, job_id: str) -> JSONResponse:
+    """Status, progress, and the result's description or the error; 410 ``gone`` once expired."""
+    view = await _jobs(request).view(caller_id(), job_id)
+    return JSONResponse(job_json(view.to_out()))
+
+
+@router.get("/v1/jobs/{job_id}/result", responses={200: {"content": {"image/png": {}, "image/jpeg": {}}}, **_ERRORS})
+async def get_job_result(request: Request, job_id: str) -> Response:
+    """The bytes and headers ``POST /v1/{task}`` answers for the same input and options; 409 until it succeeded."""
+    service = _jobs(request)
+    view = await service.view(caller_id(), job_id)
+    if view.status != "succeeded" or view.result is None:
+        raise JobNotReady(f"job {job_id} is {view.status}: no result", details={"status": view.status})
+    body = await asyncio.to_thread(service.store.result_body, view)
+    meta = view.result.meta
+    headers = JobResult(body=body, media_type=meta.media_type, meta=meta).headers()
+    params = parse_job_params(view.record.task, view.record.params, job_context(settings_of(request)))
+    if params.return_ == "json":
+        return JSONResponse(await asyncio.to_thread(service.store.result_json, view, body), headers=headers)
+    return Response(content=body, media_type=meta.media_type, headers=headers)
+
+
+@router.delete("/v1/jobs/{job_id}", responses={204: {"description": "a finished job's data deleted"}, **_ERRORS})
+async def delete_job(request: Request, job_id: str) -> Response:
+    """Cancel a queued or running job and delete its data (200, ``cancelled``); a finished job: delete it (204)."""
+    view = await _jobs(request).cancel(caller_id(), job_id)
+    if view is None:
+        return Response(status_code=204)
+    return JSONResponse(job_json(view.to_out()))

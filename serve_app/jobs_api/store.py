@@ -1,0 +1,173 @@
+"""The jobs store: a job's record, state, input and outputs (``serve_app.jobs_api.layout``) over one ``ObjectStore``.
+Blocking calls: the API and the runner call them in worker threads."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from serve_app.bucket.records import (
+    ATTACHMENTS_FOLDER,
+    MAX_RECORD_BYTES,
+    ErrorRecord,
+    ResultRecord,
+    find_records,
+    record_names,
+)
+from serve_app.bucket.routing import PARAMS_METADATA
+from serve_app.jobs_api.config import within
+from serve_app.jobs_api.layout import JobRef, idempotency_key, is_job_id
+from serve_app.jobs_api.records import JobRecord, JobState, JobView
+from storage.base import Location, ObjectStore, StoreSettings, open_store, parse_location
+from storage.errors import ObjectNotFound
+from storage.keys import ERRORS_FOLDER
+
+logger = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+JSON_TYPE = "application/json"
+
+
+class JobStore:
+    def __init__(self, location: Location, settings: StoreSettings, tasks: Iterable[str]) -> None:
+        self.location = location
+        self.root: ObjectStore = open_store(location, settings)
+        # Inputs and outputs through stores rooted where the bucket runner's routes read and write (a local store
+        # keeps user metadata in a sidecar of its own root).
+        self._inputs = {task: open_store(parse_location(within(location, "in", task)), settings) for task in tasks}
+        self._outputs = {task: open_store(parse_location(within(location, "out", task)), settings) for task in tasks}
+
+    def prepare(self) -> None:
+        """Make a local store's input folders (the bucket runner refuses a route whose input folder is missing)."""
+        if self.location.scheme == "file":
+            for task in self._inputs:
+                os.makedirs(within(self.location, "in", task), exist_ok=True)
+
+    def __repr__(self) -> str:
+        return f"JobStore({self.location})"
+
+    # Writing ------------------------------------------------------------------------------------------------------
+
+    def create(self, record: JobRecord, data: bytes, fields: dict[str, Any]) -> None:
+        """The record first, then the input: the input is what the runner picks up, and it finds the record."""
+        ref = JobRef(record.owner, record.id)
+        self.root.put(ref.record_key, _dump(record), content_type=JSON_TYPE)
+        options = json.dumps(fields, separators=(",", ":"), ensure_ascii=True)
+        self._inputs[record.task].put(
+            ref.key,
+            data,
+            content_type="application/octet-stream",
+            metadata={PARAMS_METADATA: options},
+        )
+
+    def put_state(self, ref: JobRef, state: JobState) -> None:
+        self.root.put(ref.state_key, _dump(state), content_type=JSON_TYPE)
+
+    def remember_idempotency(self, record: JobRecord) -> None:
+        if record.idempotency is not None:
+            key = idempotency_key(record.owner, record.idempotency)
+            self.root.put(key, json.dumps({"id": record.id}).encode(), content_type=JSON_TYPE)
+
+    def delete_input(self, ref: JobRef, task: str) -> None:
+        self._inputs[task].delete(ref.key)
+
+    def delete_data(self, ref: JobRef, task: str) -> int:
+        """The input and every output (result, sheet, attachments, records); returns how many objects went."""
+        output = self._outputs[task]
+        doomed = [info.key for info in output.list(f"{ref.key}.")]
+        doomed += [f"{ERRORS_FOLDER}/{ref.key}.json", f"{ATTACHMENTS_FOLDER}/{ref.key}.json"]
+        for key in doomed:
+            output.delete(key)
+        self.delete_input(ref, task)
+        return len(doomed) + 1
+
+    def delete(self, ref: JobRef, record: JobRecord | None) -> int:
+        """Everything of the job: its data, state, idempotency pointer and record (last: a crash leaves it findable
+        for the next sweep)."""
+        deleted = 0
+        if record is not None:
+            deleted += self.delete_data(ref, record.task)
+            if record.idempotency is not None:
+                self.root.delete(idempotency_key(record.owner, record.idempotency))
+        self.root.delete(ref.state_key)
+        self.root.delete(ref.record_key)
+        return deleted + 2
+
+    # Reading ------------------------------------------------------------------------------------------------------
+
+    def record(self, ref: JobRef) -> JobRecord | None:
+        return _read(self.root, ref.record_key, JobRecord)
+
+    def view(self, ref: JobRef) -> JobView | None:
+        record = self.record(ref)
+        if record is None:
+            return None
+        state = _read(self.root, ref.state_key, JobState) or JobState(updated_at=record.created_at)
+        records = find_records(self._outputs[record.task], record_names(ref.key))
+        result = next((found for found in records if isinstance(found, ResultRecord)), None)
+        error = next((found for found in records if isinstance(found, ErrorRecord)), None)
+        return JobView(record=record, state=state, result=result, error=error)
+
+    def idempotent_job(self, owner: str, digest: str) -> str | None:
+        pointer = _read_json(self.root, idempotency_key(owner, digest))
+        return pointer.get("id") if isinstance(pointer, dict) else None
+
+    def result_body(self, view: JobView) -> bytes:
+        stored = view.result
+        if stored is None:
+            raise ObjectNotFound(view.record.id)
+        return self._outputs[view.record.task].get(stored.result_key, max_bytes=1 << 31).data
+
+    def result_json(self, view: JobView, body: bytes) -> dict[str, Any]:
+        """What ``return=json`` answers (``JobResult.to_json``), from the stored image, sheet and attachments."""
+        stored = view.result
+        if stored is None:
+            raise ObjectNotFound(view.record.id)
+        output = self._outputs[view.record.task]
+        answer: dict[str, Any] = {
+            "image_b64": base64.b64encode(body).decode("ascii"),
+            "media_type": stored.meta.media_type,
+            "meta": stored.meta.model_dump(),
+        }
+        if stored.sheet_key is not None:
+            sheet = output.get(stored.sheet_key, max_bytes=1 << 31).data
+            answer |= {"sheet_b64": base64.b64encode(sheet).decode("ascii"), "sheet_media_type": stored.meta.media_type}
+        if stored.attachments_key is not None:
+            answer |= _read_json(output, stored.attachments_key) or {}
+        return answer
+
+    def refs(self, owner: str | None = None) -> Iterator[JobRef]:
+        """Every job of ``owner`` (every job when None), from the records' names."""
+        for info in self.root.list(f"jobs/{owner}/" if owner else "jobs/", suffix=".json"):
+            parts = info.key.split("/")
+            if len(parts) == 3 and parts[2].endswith(".json") and is_job_id(parts[2][: -len(".json")]):
+                yield JobRef(parts[1], parts[2][: -len(".json")])
+
+
+def _dump(model: BaseModel) -> bytes:
+    return model.model_dump_json().encode("utf-8")
+
+
+def _read_json(store: ObjectStore, key: str) -> Any:
+    try:
+        return json.loads(store.get(key, max_bytes=MAX_RECORD_BYTES).data)
+    except ObjectNotFound:
+        return None
+
+
+def _read(store: ObjectStore, key: str, model: type[M]) -> M | None:
+    try:
+        data = store.get(key, max_bytes=MAX_RECORD_BYTES).data
+    except ObjectNotFound:
+        return None
+    try:
+        return model.model_validate_json(data)
+    except ValidationError:
+        logger.warning("%s: unreadable job file %r", store, key)
+        return None

@@ -1,0 +1,83 @@
+"""The jobs API in-process: the real app and engines, the bucket worker and the jobs runner in the test client's event
+loop, a jobs store in a temp folder, callbacks captured instead of sent."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import pytest
+from fastapi.testclient import TestClient
+
+from serve_app.auth import ApiKeyIn, Gate, KeyRing, LimitBook, LocalLimiter, hash_key
+from serve_app.bucket.routing import build_routing_table
+from serve_app.bucket.runner import BucketWorker, job_executor
+from serve_app.jobs import JOBS
+from serve_app.jobs_api import JobsConfig, JobsRunner, JobsService, JobStore, LocalJobQueue, job_routes
+from serve_app.jobs_api.callbacks import Target
+from serve_app.routes import create_api
+from serve_app.settings import Settings
+from tests.unit.bucket.bucket_fixtures import faceless_png, job_ctx, local_backend, photo_jpeg  # noqa: F401
+
+SECRET = "app-secret"
+KEYS = {"pk_a": {"id": "alice", "callback_secret": "alice-secret"}, "pk_b": {"id": "bob", "tasks": ["idphoto"]}}
+
+
+@dataclass
+class Receiver:
+    """Callbacks as the service would POST them (to the address it resolved and checked)."""
+
+    calls: list[tuple[Target, bytes, dict[str, str]]] = field(default_factory=list)
+    status: int = 200
+
+    async def post(self, target: Target, body: bytes, headers: dict[str, str], timeout_s: float) -> int:
+        self.calls.append((target, body, headers))
+        return self.status
+
+
+@dataclass
+class JobsApp:
+    client: TestClient
+    store: JobStore
+    runner: JobsRunner
+    worker: BucketWorker
+    service: JobsService
+    receiver: Receiver
+
+    def wait(self, job_id: str, headers: dict[str, str] | None = None) -> dict:
+        """The job once it has ended and its callback (if any) went out."""
+        for _ in range(600):
+            body = self.client.get(f"/v1/jobs/{job_id}", headers=headers or {}).json()
+            if body.get("status") in ("succeeded", "failed", "cancelled") and not self.runner._finishing:
+                return body
+            self.client.portal.call(asyncio.sleep, 0.05)
+        raise AssertionError(f"job {job_id} did not end: {body}")
+
+
+def make_jobs_app(tmp_path, backend, context, *, keys: dict | None = None, **config) -> JobsApp:
+    settings = {"store": str(tmp_path / "jobs"), "callback_secret": SECRET, "callback_hosts": ["127.0.0.1"]}
+    jobs = JobsConfig.model_validate({**settings, **config})
+    store = JobStore(jobs.location(None), jobs.s3, JOBS)
+    store.prepare()
+    ring = KeyRing([ApiKeyIn.model_validate({**spec, "sha256": hash_key(t)}) for t, spec in (keys or {}).items()])
+    receiver = Receiver()
+    runner = JobsRunner(jobs, store, ring, post=receiver.post)
+    table = build_routing_table(job_routes(jobs, store, JOBS), context)
+    worker = BucketWorker(table, job_executor(backend, context), context, on_outcome=runner.observe)
+    runner.attach(worker)
+    service = JobsService(jobs, store, LocalJobQueue(runner))
+    app = create_api()
+    app.state.backend = backend
+    app.state.settings = Settings()
+    app.state.jobs = service
+    if keys:
+        app.state.gate = Gate(ring, LocalLimiter(LimitBook()))
+    client = TestClient(app, raise_server_exceptions=False)
+    return JobsApp(client, store, runner, worker, service, receiver)
+
+
+@pytest.fixture
+def jobs_app(tmp_path, local_backend, job_ctx):  # noqa: F811
+    app = make_jobs_app(tmp_path, local_backend, job_ctx)
+    with app.client:
+        yield app

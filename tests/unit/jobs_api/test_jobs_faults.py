@@ -1,0 +1,110 @@
+"""What the jobs API promises when things go wrong: a full queue refuses without keeping anything, a cancelled job
+loses its data, a restarted runner finishes (and calls back) what was accepted, keys keep jobs apart."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from serve_app.bucket.routing import build_routing_table
+from serve_app.bucket.runner import BucketWorker, job_executor
+from serve_app.jobs import JOBS
+from serve_app.jobs_api import JobsRunner, job_routes
+from serve_app.jobs_api.callbacks import SIGNATURE_HEADER, verify
+from tests.unit.jobs_api.conftest import KEYS, make_jobs_app
+
+
+def files_of(photo: bytes) -> dict:
+    return {"image": ("me.jpg", photo, "image/jpeg")}
+
+
+class Holding:
+    """An executor that waits until released: jobs stay queued/running while the test looks."""
+
+    def __init__(self, execute) -> None:
+        self._execute = execute
+        self.release = asyncio.Event()
+
+    async def __call__(self, task, data, params):
+        await self.release.wait()
+        return await self._execute(task, data, params)
+
+
+@pytest.fixture
+def held_app(tmp_path, local_backend, job_ctx):
+    app = make_jobs_app(tmp_path, local_backend, job_ctx, max_queued=1)
+    holding = Holding(job_executor(local_backend, job_ctx))
+    table = build_routing_table(job_routes(app.runner.config, app.store, JOBS), job_ctx)
+    app.runner.attach(BucketWorker(table, holding, job_ctx, on_outcome=app.runner.observe))
+    with app.client:
+        yield app, holding
+
+
+def test_a_full_queue_answers_503_with_retry_after_and_keeps_nothing(held_app, photo_jpeg):
+    app, holding = held_app
+    first = app.client.post("/v1/jobs", files=files_of(photo_jpeg), data={"task": "cartoon"})
+    refused = app.client.post("/v1/jobs", files=files_of(photo_jpeg), data={"task": "cartoon"})
+    assert first.status_code == 202
+    assert (refused.status_code, refused.headers["retry-after"]) == (503, "5")
+    assert refused.json()["error"]["code"] == "overloaded"
+    assert [ref.id for ref in app.store.refs()] == [first.json()["id"]]
+    app.client.portal.call(holding.release.set)
+    assert app.wait(first.json()["id"])["status"] == "succeeded"
+
+
+def test_cancelling_a_waiting_job_deletes_its_input_and_says_cancelled(held_app, photo_jpeg):
+    app, holding = held_app
+    job_id = app.client.post("/v1/jobs", files=files_of(photo_jpeg), data={"task": "cartoon"}).json()["id"]
+    cancelled = app.client.delete(f"/v1/jobs/{job_id}")
+    assert (cancelled.status_code, cancelled.json()["status"]) == (200, "cancelled")
+    assert list(app.store.root.list("in/")) == []
+    app.client.portal.call(holding.release.set)
+    assert app.wait(job_id)["status"] == "cancelled"
+    assert list(app.store.root.list("out/")) == []  # nothing was written for it, or it was removed again
+
+
+def test_a_restarted_runner_finishes_and_calls_back_what_was_accepted(tmp_path, local_backend, job_ctx, photo_jpeg):
+    app = make_jobs_app(tmp_path, local_backend, job_ctx)
+    with app.client:
+        app.runner.attach(_worker_that_never_runs(app, job_ctx))  # the runner dies before it runs anything
+        form = {"task": "cartoon", "callback_url": "http://127.0.0.1:9/hook"}
+        job_id = app.client.post("/v1/jobs", files=files_of(photo_jpeg), data=form).json()["id"]
+        restarted = JobsRunner(app.runner.config, app.store, app.runner._keys, post=app.receiver.post)
+        table = build_routing_table(job_routes(restarted.config, app.store, JOBS), job_ctx)
+        worker = BucketWorker(table, job_executor(local_backend, job_ctx), job_ctx, on_outcome=restarted.observe)
+        restarted.attach(worker)
+        app.client.portal.call(worker.reconcile_all)  # what a runner does at start
+        app.client.portal.call(restarted.drain)
+        assert app.client.get(f"/v1/jobs/{job_id}").json()["status"] == "succeeded"
+        ((_, body, headers),) = app.receiver.calls
+        assert verify("app-secret", headers[SIGNATURE_HEADER], body, now_s=time.time())
+
+
+def _worker_that_never_runs(app, job_ctx):
+    class Dead:
+        def submit(self, events):
+            return 0
+
+        table = build_routing_table(job_routes(app.runner.config, app.store, JOBS), job_ctx)
+
+    return Dead()
+
+
+def test_keys_keep_jobs_apart_and_a_task_the_key_may_not_run_is_403_at_submit(
+    tmp_path, local_backend, job_ctx, photo_jpeg
+):
+    app = make_jobs_app(tmp_path, local_backend, job_ctx, keys=KEYS)
+    alice, bob = {"Authorization": "Bearer pk_a"}, {"Authorization": "Bearer pk_b"}
+    with app.client:
+        assert app.client.post("/v1/jobs", files=files_of(photo_jpeg), data={"task": "cartoon"}).status_code == 401
+        forbidden = app.client.post("/v1/jobs", files=files_of(photo_jpeg), data={"task": "cartoon"}, headers=bob)
+        assert (forbidden.status_code, forbidden.json()["error"]["code"]) == (403, "forbidden")
+        form = {"task": "cartoon", "callback_url": "http://127.0.0.1:9/hook"}
+        job_id = app.client.post("/v1/jobs", files=files_of(photo_jpeg), data=form, headers=alice).json()["id"]
+        app.wait(job_id, headers=alice)
+        assert app.client.get(f"/v1/jobs/{job_id}", headers=bob).status_code == 404
+        assert app.client.get("/v1/jobs", headers=bob).json() == {"jobs": []}
+        ((_, body, headers),) = app.receiver.calls
+        assert verify("alice-secret", headers[SIGNATURE_HEADER], body, now_s=time.time())  # the key's own secret
