@@ -1,4 +1,5 @@
-"""``python -m bench.hosted``: keys across two ingress replicas, then the jobs API under faults (see its modules)."""
+"""``python -m bench.hosted``: keys across two ingress replicas, the jobs API under faults, then retention (one Ray
+cluster on this box, shut down at the end). Prints one JSON object with every figure."""
 
 from __future__ import annotations
 
@@ -6,31 +7,60 @@ import argparse
 import asyncio
 import io
 import json
+import signal
+import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-from bench.hosted.keys_check import check_keys, key_entries
+from bench.hosted.jobs_check import run_jobs
+from bench.hosted.keys_check import FULL, check_keys, key_entries
+from bench.hosted.retention_check import check_retention
 from bench.hosted.service import running_service
 
+CALLBACK_SECRET = "bench-callback-secret"
 
-def small_photo(side: int = 192) -> bytes:
+
+def small_photos(sides: tuple[int, ...] = (160, 192, 224)) -> list[bytes]:
     from skimage import data
 
-    image = Image.fromarray(np.ascontiguousarray(data.astronaut())).resize((side, side))
-    buffer = io.BytesIO()
-    image.save(buffer, format="JPEG", quality=85)
-    return buffer.getvalue()
+    photos = []
+    for side in sides:
+        image = Image.fromarray(np.ascontiguousarray(data.astronaut())).resize((side, side))
+        buffer = io.BytesIO()
+        image.save(buffer, format="JPEG", quality=85)
+        photos.append(buffer.getvalue())
+    return photos
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout` still shuts the Ray cluster down
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rate-requests", type=int, default=40)
-    parser.parse_args()
-    args = {"auth": {"keys": key_entries()}}
-    with running_service(args, {}) as url:
-        figures = asyncio.run(check_keys(url, small_photo()))
-        print(json.dumps(figures.__dict__, indent=2))
+    parser.add_argument("--jobs", type=int, default=60)
+    parser.add_argument("--concurrency", type=int, default=8)
+    options = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="bench-hosted-"))
+    (root / "buckets" / "in").mkdir(parents=True)
+    keys = [
+        {**entry, "callback_secret": CALLBACK_SECRET} if entry["id"] == "bench" else entry for entry in key_entries()
+    ]
+    jobs = {"store": str(root / "jobs"), "callback_hosts": ["127.0.0.1"], "retention_s": 3600}
+    args = {"auth": {"keys": keys}, "jobs": jobs}
+    photos = small_photos()
+    report = {}
+    with running_service(args, {"PORTRAIT_BUCKETS_ROOT": str(root)}) as service:
+        report["keys"] = asyncio.run(check_keys(service.url, photos[0])).__dict__
+        print(json.dumps(report["keys"]), flush=True)
+        figures = asyncio.run(
+            run_jobs(service.url, FULL, CALLBACK_SECRET, photos, jobs=options.jobs, concurrency=options.concurrency)
+        )
+        report["jobs"] = figures.summary()
+        print(json.dumps(report["jobs"]), flush=True)
+        service.redeploy({**args, "jobs": {**jobs, "retention_s": 5, "sweep_interval_s": 5}})
+        report["retention"] = asyncio.run(check_retention(service.url, FULL, photos[0], root / "jobs"))
+    print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

@@ -33,10 +33,12 @@ from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, 
 from deployments.common.deployment import record_event_lag, record_retention_deleted
 from deployments.common.errors import InvalidParameter, ServiceError
 from serve_app.auth import AuthConfig, load_keys
+from serve_app.bucket.callbacks import RouteCallbacks
 from serve_app.bucket.config import RunnerConfig
 from serve_app.bucket.events import ObjectEvent
 from serve_app.bucket.folders import buckets_root, require_input_folders
 from serve_app.bucket.outcomes import ObjectOutcome, Status, is_transient
+from serve_app.bucket.retention import sweep_forever, sweep_route
 from serve_app.bucket.routing import build_routing_table
 from serve_app.bucket.runner import BucketWorker, job_executor
 from serve_app.bucket.sqs import SqsConsumer
@@ -89,7 +91,9 @@ class BucketRunner:
             store = JobStore(jobs.location(self._buckets_root), jobs.s3, JOBS)
             store.prepare()
             keys = load_keys(auth or AuthConfig())
-            self._jobs = JobsRunner(jobs, store, keys, on_deleted=record_retention_deleted)
+            self._jobs = JobsRunner(jobs, store, keys)
+        self._jobs_config = jobs or JobsConfig()
+        self._route_callbacks: RouteCallbacks | None = None
 
     async def reconfigure(self, user_config: dict[str, Any]) -> None:
         try:
@@ -115,6 +119,7 @@ class BucketRunner:
             on_outcome=self._observe,
             locks=old.locks if old else None,
         )
+        self._route_callbacks = RouteCallbacks(table.routes, self._jobs_config)
         for loop in self._loops:  # the previous worker's loops stop; its in-flight objects finish, under its locks
             loop.cancel()
         self._config, self._worker = config, worker
@@ -124,9 +129,13 @@ class BucketRunner:
         self._loops = [asyncio.create_task(worker.poll_forever(config.poll_interval_s), name="bucket-poller")]
         if self._sqs is not None:
             self._loops.append(asyncio.create_task(self._sqs.run_forever(), name="sqs-consumer"))
+        sweeps = {"bucket": lambda now: sum(sweep_route(route, now) for route in table.routes if route.retention_s)}
         if self._jobs is not None:
             self._jobs.attach(worker)
-            self._loops.append(asyncio.create_task(self._jobs.sweep_forever(), name="retention-sweep"))
+            sweeps["job"] = self._jobs.sweep
+        interval_s = self._jobs_config.sweep_interval_s
+        sweeping = sweep_forever(sweeps, interval_s, record_retention_deleted)
+        self._loops.append(asyncio.create_task(sweeping, name="retention-sweep"))
         logger.info("BucketRunner: %d routes %s, sqs=%s", len(table), [r.name for r in table.routes], bool(config.sqs))
 
     async def submit(self, events: list[ObjectEvent]) -> int:
@@ -149,6 +158,8 @@ class BucketRunner:
         _observe_outcome(outcome)
         if self._jobs is not None:
             self._jobs.observe(outcome)
+        if self._route_callbacks is not None:
+            self._route_callbacks.observe(outcome)
 
     async def health(self) -> dict[str, Any]:
         """``failing`` when a trigger loop died, ``degraded`` when a route's last scan failed; each route's state."""

@@ -50,6 +50,12 @@ class BucketRoute(BaseModel):
     )
     poll: bool | None = Field(None, description="list the input every poll interval (default: local folders only)")
     store: StoreSettings = Field(default_factory=StoreSettings)
+    retention_s: int | None = Field(
+        None, ge=1, description="delete sources (once recorded), results and records older than this"
+    )
+    callback_url: str | None = Field(
+        None, pattern=r"^https?://", description="POST each object's record here, signed (args.jobs.callback_secret)"
+    )
 
     @model_validator(mode="after")
     def _task_or_prompt(self) -> BucketRoute:
@@ -72,6 +78,8 @@ class Route:
     event_bucket: str
     poll: bool
     store: StoreSettings = field(hash=False)
+    retention_s: int | None = None
+    callback_url: str | None = None
 
     def accepts(self, key: str) -> bool:
         """Whether a store-relative ``key`` passes the suffix filter."""
@@ -159,6 +167,8 @@ def resolve_route(spec: BucketRoute, context: JobContext, *, base_dir: Path | No
         event_bucket=spec.event_bucket or (source.bucket if source.scheme == "s3" else Path(source.bucket).name),
         poll=spec.poll if spec.poll is not None else source.scheme == "file",
         store=spec.store,
+        retention_s=spec.retention_s,
+        callback_url=spec.callback_url,
     )
 
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
 
 from deployments.common.errors import Overloaded
 from serve_app.auth import KeyRing
@@ -23,6 +22,7 @@ from serve_app.bucket.events import ObjectEvent
 from serve_app.bucket.outcomes import ObjectOutcome, Status
 from serve_app.bucket.routing import BucketRoute
 from serve_app.bucket.runner import BucketWorker
+from serve_app.jobs_api.background import Background
 from serve_app.jobs_api.callbacks import Poster, deliver, post_to
 from serve_app.jobs_api.config import JobsConfig, within
 from serve_app.jobs_api.layout import JobRef, expiry_of, job_of_route, route_name
@@ -31,8 +31,6 @@ from serve_app.jobs_api.store import JobStore
 from storage.keys import safe_join
 
 logger = logging.getLogger(__name__)
-
-DeletedCounter = Callable[[str, int], None]  # (kind, objects deleted) → the portrait_retention_deleted metric
 
 
 def job_routes(config: JobsConfig, store: JobStore, tasks: Iterable[str]) -> list[BucketRoute]:
@@ -61,17 +59,15 @@ class JobsRunner:
         keys: KeyRing,
         *,
         post: Poster = post_to,
-        on_deleted: DeletedCounter | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self._keys = keys
         self._post = post
-        self._on_deleted = on_deleted
         self._worker: BucketWorker | None = None
         self._open: set[JobRef] = set()  # accepted here and not yet ended: the queue max_queued bounds
         self._finishing: set[JobRef] = set()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._endings = Background("finishing a job")
 
     def attach(self, worker: BucketWorker) -> None:
         """The worker whose routing table holds ``job_routes`` (set again when the runner is reconfigured)."""
@@ -106,7 +102,7 @@ class JobsRunner:
         self._open.discard(ref)
         if ref not in self._finishing:
             self._finishing.add(ref)
-            self._spawn(self._finish(task, ref))
+            self._endings.spawn(self._finish(task, ref))
 
     async def _finish(self, task: str, ref: JobRef) -> None:
         try:
@@ -166,41 +162,17 @@ class JobsRunner:
 
     # Retention ----------------------------------------------------------------------------------------------------
 
-    def sweep(self, now: datetime | None = None) -> int:
+    def sweep(self, now: datetime) -> int:
         """Delete every job past its expiry (input, outputs, records); returns the objects deleted. Blocking."""
-        moment = now or _now()
         deleted = 0
         for ref in list(self.store.refs()):
-            if expiry_of(ref.id) <= moment:
+            if expiry_of(ref.id) <= now:
                 deleted += self.store.delete(ref, self.store.record(ref))
-        if deleted and self._on_deleted is not None:
-            self._on_deleted("job", deleted)
         return deleted
-
-    async def sweep_forever(self) -> None:
-        while True:
-            try:
-                await asyncio.to_thread(self.sweep)
-            except Exception:
-                logger.exception(
-                    "retention sweep of %s failed; next try in %.0f s", self.store, self.config.sweep_interval_s
-                )
-            await asyncio.sleep(self.config.sweep_interval_s)
 
     async def drain(self) -> None:
         """Wait for the endings in progress (tests)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-    def _spawn(self, work: Any) -> None:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._ended)
-
-    def _ended(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("finishing a job failed", exc_info=task.exception())
+        await self._endings.drain()
 
 
 def callback_secret(keys: KeyRing, config: JobsConfig, owner: str) -> str | None:

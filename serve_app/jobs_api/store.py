@@ -26,7 +26,7 @@ from serve_app.jobs_api.layout import JobRef, idempotency_key, is_job_id
 from serve_app.jobs_api.records import JobRecord, JobState, JobView
 from storage.base import Location, ObjectStore, StoreSettings, open_store, parse_location
 from storage.errors import ObjectNotFound
-from storage.keys import ERRORS_FOLDER
+from storage.keys import lease_name
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class JobStore:
         """The input and every output (result, sheet, attachments, records); returns how many objects went."""
         output = self._outputs[task]
         doomed = [info.key for info in output.list(f"{ref.key}.")]
-        doomed += [f"{ERRORS_FOLDER}/{ref.key}.json", f"{ATTACHMENTS_FOLDER}/{ref.key}.json"]
+        doomed += [record_names(ref.key).error, f"{ATTACHMENTS_FOLDER}/{ref.key}.json", lease_name(ref.key)]
         for key in doomed:
             output.delete(key)
         self.delete_input(ref, task)
