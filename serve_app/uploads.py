@@ -105,7 +105,7 @@ async def read_upload(request: Request, settings: Settings) -> Upload:
     if content_type == "multipart/form-data":
         return await _read_multipart(request, body, query)
     if content_type == "application/json":
-        return await asyncio.to_thread(_read_json, body, query)  # ~0.7 s of parsing and base64 at the cap
+        return await asyncio.to_thread(json_upload, body, query)  # ~0.7 s of parsing and base64 at the cap
     if not body:
         raise InvalidParameter("send the image as multipart field 'image', as JSON 'image_b64', or as the raw body")
     return Upload(data=body, filename=None, fields=query)
@@ -126,7 +126,8 @@ async def _read_multipart(request: Request, body: bytes, query: dict[str, Any]) 
         return Upload(data=await image.read(), filename=image.filename, fields=fields)
 
 
-def _read_json(body: bytes, query: dict[str, Any]) -> Upload:
+def json_upload(body: bytes, query: dict[str, Any]) -> Upload:
+    """The image and options of a JSON body already read (``read_upload``, and the jobs API's JSON submissions)."""
     payload = load_json(body, "the JSON body")
     if not isinstance(payload, dict) or not isinstance(payload.get("image_b64"), str):
         raise InvalidParameter("the JSON body needs a string field 'image_b64'")

@@ -42,7 +42,7 @@ async def submit_job(request: Request) -> JSONResponse:
     """Accept a job: 202 with its id and ``Location``; the same options, checks and errors as ``POST /v1/{task}``
     (a bad option is a 422 now, not a failed job). The same ``idempotency_key`` again: 200 with the same job."""
     service, settings = _jobs(request), settings_of(request)
-    job = await read_submission(request, service.config, max_bytes=settings.max_image_bytes)
+    job = await read_submission(request, service.config, settings)
     require_task(job.task)
     parse_job_params(job.task, job.fields, job_context(settings))
     if job.callback_url is not None:

@@ -77,6 +77,11 @@ class JobsRunner:
     def queued(self) -> int:
         return len(self._open)
 
+    @property
+    def settled(self) -> bool:
+        """No job waits for the worker or for its ending (callback, input deletion) here."""
+        return not self._open and not self._finishing
+
     # Admission ----------------------------------------------------------------------------------------------------
 
     def enqueue(self, task: str, ref: JobRef) -> None:

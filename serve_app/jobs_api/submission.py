@@ -4,43 +4,39 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from starlette.requests import Request
 
-from deployments.common.errors import ImageTooLarge, InvalidParameter
+from deployments.common.errors import InvalidParameter
 from serve_app.jobs_api.config import JobsConfig
 from serve_app.jobs_api.service import Submission
-from serve_app.uploads import read_upload
+from serve_app.settings import Settings
+from serve_app.uploads import body_limit_bytes, json_upload, load_json, media_type, read_body, read_upload
 from storage.base import open_store, parse_location
 from storage.keys import validate_key
 
-MAX_JSON_WITHOUT_IMAGE_BYTES = 64 * 1024
-_BASE64_GROWTH = 4 / 3
 
-
-async def read_submission(request: Request, config: JobsConfig, *, max_bytes: int) -> Submission:
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type == "application/json":
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > max_bytes * _BASE64_GROWTH + MAX_JSON_WITHOUT_IMAGE_BYTES:
-            raise ImageTooLarge(f"the request has {declared} bytes; the image limit is {max_bytes}")
-        payload = _json_object(await request.body())
-        if "input" in payload and "image_b64" not in payload:
-            data = await _read_input(str(payload.pop("input")), config, max_bytes)
-            return _submission(data, {**dict(request.query_params), **payload})
-    upload = await read_upload(request, max_bytes=max_bytes)
+async def read_submission(request: Request, config: JobsConfig, settings: Settings) -> Submission:
+    """The job a request submits; the body read under the same cap and deadline as the job routes'."""
+    content_type = media_type(request)
+    if content_type != "application/json":
+        upload = await read_upload(request, settings)
+        return _submission(upload.data, dict(upload.fields))
+    limit_bytes = body_limit_bytes(content_type, settings.max_image_bytes)
+    body = await read_body(request, limit_bytes=limit_bytes, timeout_s=settings.body_timeout_s)
+    payload = await asyncio.to_thread(load_json, body, "the JSON body")  # base64 at the cap: parsed off the loop
+    if isinstance(payload, dict) and "input" in payload and "image_b64" not in payload:
+        data = await _read_input(str(payload.pop("input")), config, settings.max_image_bytes)
+        return _submission(data, {**dict(request.query_params), **payload})
+    upload = await asyncio.to_thread(json_upload, body, dict(request.query_params))
     return _submission(upload.data, dict(upload.fields))
 
 
-def _json_object(body: bytes) -> dict[str, Any]:
-    try:
-        payload = json.loads(body or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise InvalidParameter(f"the JSON body cannot be parsed: {exc}") from None
+def _json_object(text: str) -> dict[str, Any]:
+    payload = load_json(text.encode("utf-8"), "the field 'params'")
     if not isinstance(payload, dict):
-        raise InvalidParameter("the JSON body must be an object: {task, params, image_b64 | input, ...}")
+        raise InvalidParameter("'params' must be an object of the job's options")
     return payload
 
 
@@ -52,7 +48,7 @@ def _submission(data: bytes, fields: dict[str, Any]) -> Submission:
     idempotency_key = fields.pop("idempotency_key", None)
     nested = fields.pop("params", None)
     if isinstance(nested, str):  # a multipart form may carry the options as one JSON field
-        nested = _json_object(nested.encode())
+        nested = _json_object(nested)
     if nested is not None and not isinstance(nested, dict):
         raise InvalidParameter("'params' must be an object of the job's options")
     for name, value in (("callback_url", callback_url), ("idempotency_key", idempotency_key)):

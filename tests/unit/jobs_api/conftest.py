@@ -48,7 +48,7 @@ class JobsApp:
         """The job once it has ended and its callback (if any) went out."""
         for _ in range(600):
             body = self.client.get(f"/v1/jobs/{job_id}", headers=headers or {}).json()
-            if body.get("status") in ("succeeded", "failed", "cancelled") and not self.runner._finishing:
+            if body.get("status") in ("succeeded", "failed", "cancelled") and self.runner.settled:
                 return body
             self.client.portal.call(asyncio.sleep, 0.05)
         raise AssertionError(f"job {job_id} did not end: {body}")
