@@ -22,6 +22,7 @@ import logging
 import socket
 import ssl
 import urllib.parse
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from deployments.common.errors import ImageTooLarge, InvalidParameter
@@ -34,6 +35,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class _Unfetchable(Exception):
@@ -127,19 +129,20 @@ async def _resolve_once(remote: RemoteImage, config: InstructionsConfig) -> IpAd
     """The first address ``host`` resolves to, when every one it resolves to may be reached."""
     infos = await asyncio.get_running_loop().getaddrinfo(remote.host, remote.port, type=socket.SOCK_STREAM)
     addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
-    refused = [address for address in addresses if not reachable(address, config)]
+    refused = [address for address in addresses if not reachable(address, config.image_url_networks)]
     if not addresses or refused:
         raise _Unfetchable(f"{remote.host} resolves to {refused or 'nothing'}, which is not a global address")
     return addresses[0]
 
 
-def reachable(address: IpAddress, config: InstructionsConfig) -> bool:
-    """A global unicast address (what it embeds, for IPv4-mapped, 6to4 and NAT64), or one in a trusted network."""
-    if any(address in network for network in config.image_url_networks):
+def reachable(address: IpAddress, trusted: Iterable[IpNetwork]) -> bool:
+    """A global unicast address (what it embeds, for IPv4-mapped, 6to4 and NAT64), or one in a ``trusted`` network.
+    The rule for every address the service connects to on a caller's say-so (image URLs, job callbacks)."""
+    if any(address in network for network in trusted):
         return True
     embedded = _embedded_ipv4(address)
     if embedded is not None:
-        return reachable(embedded, config)
+        return reachable(embedded, trusted)
     return address.is_global and not address.is_multicast
 
 

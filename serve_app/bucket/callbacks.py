@@ -53,7 +53,7 @@ class RouteCallbacks:
             route.callback_url or "",
             json.dumps(body, separators=(",", ":")).encode("utf-8"),
             secret,
-            allowed=self._config.callback_hosts,
+            config=self._config,
             deadline_s=time.time() + self._config.callback_retry_s,
             timeout_s=self._config.callback_timeout_s,
             post=self._post,

@@ -17,12 +17,14 @@ import ipaddress
 import socket
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import httpx
 
 from deployments.common.errors import InvalidParameter
+from serve_app.jobs_api.config import JobsConfig
+from serve_app.remote_images import reachable
 
 SIGNATURE_HEADER = "X-Portrait-Signature"
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -59,8 +61,9 @@ class Target:
     port: int
 
 
-def resolve_target(url: str, allowed: Sequence[str]) -> Target:
-    """Check ``url`` against the address rules and resolve its host once; ``CallbackRefused`` says why not."""
+def resolve_target(url: str, config: JobsConfig) -> Target:
+    """Check ``url`` against the remote-fetch address rules (``serve_app.remote_images.reachable``), with
+    ``callback_hosts`` as the trusted hosts and networks, and resolve its host once; ``CallbackRefused`` says why."""
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in DEFAULT_PORTS or not parsed.hostname:
         raise CallbackRefused(f"callback_url must be an http(s) URL with a host, got {url!r}")
@@ -69,27 +72,17 @@ def resolve_target(url: str, allowed: Sequence[str]) -> Target:
     except ValueError:
         raise CallbackRefused(f"callback_url has an invalid port: {url!r}") from None
     host = parsed.hostname.lower()
-    listed = host in allowed
+    listed = host in config.callback_hosts
     if port not in DEFAULT_PORTS.values() and not listed:
         raise CallbackRefused(f"callbacks go to ports 80 and 443 only (unless the host is listed), not {port}")
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError):
         raise CallbackRefused(f"the callback host {host!r} does not resolve") from None
-    addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
-    if not listed and not all(address.is_global or _in_networks(address, allowed) for address in addresses):
+    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    if not listed and not all(reachable(address, config.callback_networks) for address in addresses):
         raise CallbackRefused(f"the callback host {host!r} is not a public address (args.jobs.callback_hosts)")
     return Target(url=url, host=host, address=str(addresses[0]), port=port)
-
-
-def _in_networks(address: ipaddress.IPv4Address | ipaddress.IPv6Address, allowed: Sequence[str]) -> bool:
-    for entry in allowed:
-        try:
-            if address in ipaddress.ip_network(entry, strict=False):
-                return True
-        except ValueError:
-            continue  # a host name, not a network
-    return False
 
 
 Poster = Callable[[Target, bytes, dict[str, str], float], Awaitable[int]]
@@ -122,7 +115,7 @@ async def deliver(
     body: bytes,
     secret: str,
     *,
-    allowed: Sequence[str],
+    config: JobsConfig,
     deadline_s: float,
     timeout_s: float,
     post: Poster = post_to,
@@ -137,7 +130,7 @@ async def deliver(
         attempt += 1
         headers = {SIGNATURE_HEADER: sign(secret, body, int(clock()))}
         try:
-            target = await asyncio.to_thread(resolve_target, url, allowed)
+            target = await asyncio.to_thread(resolve_target, url, config)
             status = await post(target, body, headers, timeout_s)
             error = None if 200 <= status < 300 else f"HTTP {status}"
         except (httpx.HTTPError, OSError, CallbackRefused) as exc:

@@ -43,6 +43,17 @@ class JobsConfig(BaseModel):
                 ipaddress.ip_network(host, strict=False)  # a ValueError names the bad CIDR
         return tuple(host.lower() for host in hosts)
 
+    @property
+    def callback_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        """The addresses and CIDRs of ``callback_hosts`` (the other entries are host names)."""
+        networks = []
+        for entry in self.callback_hosts:
+            try:
+                networks.append(ipaddress.ip_network(entry, strict=False))
+            except ValueError:
+                continue  # a host name
+        return tuple(networks)
+
     def location(self, root: Path | None) -> Location:
         """The store's location; a relative folder resolves under ``root`` (the buckets root) or the working dir."""
         if "://" in self.store or self.store.startswith("file:") or root is None:

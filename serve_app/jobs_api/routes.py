@@ -49,7 +49,7 @@ async def submit_job(request: Request) -> JSONResponse:
         key = current_key()
         if not ((key and key.callback_secret) or service.config.callback_secret):
             raise CallbackRefused("no callback secret is configured (the key's callback_secret, or args.jobs)")
-        await asyncio.to_thread(resolve_target, job.callback_url, service.config.callback_hosts)
+        await asyncio.to_thread(resolve_target, job.callback_url, service.config)
     view, created = await service.submit(caller_id(), job)
     out = view.to_out()
     accepted = JobAccepted(id=out.id, status=out.status, status_url=out.status_url, result_url=out.result_url)

@@ -148,7 +148,7 @@ class JobsRunner:
             view.record.callback_url or "",
             body,
             secret,
-            allowed=self.config.callback_hosts,
+            config=self.config,
             deadline_s=finished_at.timestamp() + self.config.callback_retry_s,
             timeout_s=self.config.callback_timeout_s,
             post=self._post,

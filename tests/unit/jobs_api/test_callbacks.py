@@ -9,6 +9,7 @@ import hmac
 import httpx
 import pytest
 
+from serve_app.jobs_api import JobsConfig
 from serve_app.jobs_api.callbacks import CallbackRefused, deliver, resolve_target, sign, verify
 
 
@@ -45,14 +46,17 @@ def test_verify_refuses_another_body_another_secret_and_an_old_timestamp():
 )
 def test_callbacks_never_reach_private_addresses_or_odd_ports_unless_listed(url, allowed, problem):
     with pytest.raises(CallbackRefused, match=problem):
-        resolve_target(url, allowed)
+        resolve_target(url, JobsConfig(callback_hosts=allowed))
 
 
 def test_listed_hosts_and_networks_may_be_reached():
-    assert resolve_target("http://127.0.0.1:8123/hook", ("127.0.0.1",)).port == 8123
-    target = resolve_target("http://10.0.0.5/hook", ("10.0.0.0/8",))
+    assert resolve_target("http://127.0.0.1:8123/hook", JobsConfig(callback_hosts=("127.0.0.1",))).port == 8123
+    target = resolve_target("http://10.0.0.5/hook", JobsConfig(callback_hosts=("10.0.0.0/8",)))
     assert (target.address, target.port) == ("10.0.0.5", 80)
-    assert resolve_target("https://8.8.8.8/hook", ()).port == 443  # a public address needs no listing
+    assert resolve_target("https://8.8.8.8/hook", JobsConfig()).port == 443  # a public address needs no listing
+
+
+LOOPBACK = JobsConfig(callback_hosts=("127.0.0.1",))
 
 
 class Clock:
@@ -80,7 +84,7 @@ def test_delivery_retries_with_backoff_until_a_2xx():
 
     delivery = asyncio.run(
         deliver(
-            "http://127.0.0.1/h", b"{}", "k", allowed=("127.0.0.1",), deadline_s=5_000, timeout_s=1,
+            "http://127.0.0.1/h", b"{}", "k", config=LOOPBACK, deadline_s=5_000, timeout_s=1,
             post=post, clock=clock, sleep=clock.sleep,
         )
     )  # fmt: skip
@@ -97,7 +101,7 @@ def test_delivery_gives_up_at_the_deadline_with_the_last_error():
 
     delivery = asyncio.run(
         deliver(
-            "http://127.0.0.1/h", b"{}", "k", allowed=("127.0.0.1",), deadline_s=1_000 + 3_600, timeout_s=1,
+            "http://127.0.0.1/h", b"{}", "k", config=LOOPBACK, deadline_s=1_000 + 3_600, timeout_s=1,
             post=post, clock=clock, sleep=clock.sleep,
         )
     )  # fmt: skip
