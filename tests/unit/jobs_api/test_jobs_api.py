@@ -8,6 +8,7 @@ import json
 import time
 from datetime import UTC, datetime, timedelta
 
+from serve_app.jobs import JOBS
 from serve_app.jobs_api.callbacks import SIGNATURE_HEADER, verify
 from tests.unit.jobs_api.conftest import SECRET
 
@@ -73,7 +74,7 @@ def test_an_unknown_or_missing_task_is_422(jobs_app, photo_jpeg):
     unknown = jobs_app.client.post("/v1/jobs", files=files_of(photo_jpeg), data={"task": "paint"})
     assert (unknown.status_code, unknown.json()["error"]["message"]) == (
         422,
-        "unknown task 'paint'; tasks: cartoon, idphoto, restore",
+        f"unknown task 'paint'; tasks: {', '.join(JOBS)}",
     )
     missing = jobs_app.client.post("/v1/jobs", files=files_of(photo_jpeg))
     assert missing.status_code == 422
