@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_SAFE = "/?&=%:@!$'()*+,;~"  # characters a request target keeps as they are; the rest (non-ASCII) is %-encoded
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -79,7 +80,7 @@ def parse_image_url(url: str, config: InstructionsConfig) -> RemoteImage:
             f"images are not fetched from port {port}",
             details={**IN_MESSAGES, "allowed_ports": sorted(allowed_ports)},
         )
-    target = urllib.parse.urlunsplit(("", "", parsed.path or "/", parsed.query, ""))
+    target = urllib.parse.quote(urllib.parse.urlunsplit(("", "", parsed.path or "/", parsed.query, "")), safe=_SAFE)
     return RemoteImage(parsed.scheme, host, port, target)
 
 
@@ -110,12 +111,12 @@ async def _fetch(remote: RemoteImage, config: InstructionsConfig, max_bytes: int
         declared = await _read_head(reader)
         if declared is not None and declared > max_bytes:
             raise ImageTooLarge(f"the image at image_url has {declared} bytes; the limit is {max_bytes}")
-        data = await reader.read(max_bytes + 1)
+        data = bytearray()
         while len(data) <= max_bytes and (chunk := await reader.read(max_bytes + 1 - len(data))):
             data += chunk
         if len(data) > max_bytes:
             raise ImageTooLarge(f"the image at image_url has more than {max_bytes} bytes")
-        return data
+        return bytes(data)
     finally:
         writer.close()
 
