@@ -63,6 +63,7 @@ def write_provenance(path: Path, record: Provenance) -> None:
     target = provenance_path(path)
     with tempfile.NamedTemporaryFile("w", dir=target.parent, prefix=target.name, suffix=".tmp", delete=False) as tmp:
         tmp.write(json.dumps(record.to_json(), indent=2) + "\n")
+    os.chmod(tmp.name, 0o644)  # as readable as the file it describes (a temporary file starts at 0600)
     Path(tmp.name).replace(target)
 
 

@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import socket
+import stat
 from pathlib import Path
 
 import pytest
@@ -337,6 +338,7 @@ def test_the_provenance_record_is_plain_json_beside_the_file(tmp_path, server):
 
     assert set(record) == {"model", "via", "source", "fetched_at", "sha256", "size_bytes", "inputs"}
     assert record["fetched_at"].endswith("+00:00") and record["inputs"] == {}  # inputs: for a converted file
+    assert stat.S_IMODE((store.local_root / (FILE + ".source.json")).stat().st_mode) == 0o644
 
 
 # --- make run without network: the probe decides, the notice is one line -------------------------------------------
