@@ -133,7 +133,13 @@ async def backfill(
         store=store or StoreSettings(),
     )
     route = resolve_route(spec, context)
-    on_outcome = progress.update if progress else None
+    counts: Counter[str] = Counter()
+
+    def on_outcome(outcome: ObjectOutcome) -> None:  # counted as they come: a scan of millions keeps no list
+        counts[outcome.status.value] += 1
+        if progress:
+            progress.update(outcome)
+
     # Claims of its own: an object a running bucket runner is processing is left to it (``in_progress``).
     worker = BucketWorker(
         RoutingTable([route]),
@@ -144,10 +150,10 @@ async def backfill(
         holder=f"portrait-process/{new_holder()}",
     )
     started = time.perf_counter()
-    outcomes = await worker.reconcile(route, on_listed=progress.add if progress else None)
+    await worker.reconcile(route, on_listed=progress.add if progress else None, keep_outcomes=False)
     if progress:
         progress.close()
-    return BackfillSummary(Counter(outcome.status.value for outcome in outcomes), time.perf_counter() - started)
+    return BackfillSummary(counts, time.perf_counter() - started)
 
 
 class ProgressBar:

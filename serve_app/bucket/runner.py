@@ -245,7 +245,11 @@ class BucketWorker:
         except Exception as exc:
             logger.exception("%s: %r could not be processed", route.name, key)
             self._note(route.name, last_error=f"{key}: {exc!r}", last_error_at=_now())
-            return ObjectOutcome(route.name, key, Status.DEFERRED, code="internal_error")
+            outcome = ObjectOutcome(route.name, key, Status.DEFERRED, code="internal_error")
+            self.counts[outcome.status.value] += 1
+            if self._on_outcome is not None:
+                self._on_outcome(outcome)
+            return outcome
 
     async def process_object(self, route: Route, key: str, etag: str | None = None) -> ObjectOutcome:
         """Exactly one result or error record for the object's current version, or DEFERRED with nothing written."""

@@ -194,6 +194,7 @@ def test_a_scan_goes_on_when_one_object_raises(tmp_path, local_backend, job_ctx,
     ]
     state = worker.route_states()["r"]
     assert not state.scan_failing and "RuntimeError" in state.last_error
+    assert (worker.counts["done"], worker.counts["deferred"]) == (2, 1)
 
 
 class SlowJob:
