@@ -20,6 +20,7 @@ from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, 
 from ray.serve.handle import DeploymentHandle
 
 from deployments.cartoon.types import StyleJob, Stylized
+from deployments.common.batching import unwrap
 from deployments.common.deployment import record_job
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter, Overloaded, StageUnavailable
@@ -93,10 +94,10 @@ class HandleBackend:
         )
 
     async def analyze_faces(self, image: np.ndarray) -> list[Face]:
-        return await call_deployment(self._analyzer.analyze, image)
+        return unwrap(await call_deployment(self._analyzer.analyze, image))
 
     async def restore_face(self, face: FaceToRestore, model: str) -> RestoredFace:
-        return await call_deployment(self._pick(self._restorers, model).restore, face)
+        return unwrap(await call_deployment(self._pick(self._restorers, model).restore, face))
 
     async def default_restore_model(self) -> str:
         """The first deployed restorer (in the YAML's order) whose weights are loaded; asked once, then remembered."""
@@ -115,16 +116,16 @@ class HandleBackend:
         return self._background_engines[scale]
 
     async def upscale_tile(self, tile: TileToUpscale) -> UpscaledTile:
-        return await call_deployment(self._upscaler.upscale, tile)
+        return unwrap(await call_deployment(self._upscaler.upscale, tile))
 
     async def segment_portrait(self, image: np.ndarray, matting: Matting) -> LowResMatte:
-        return await call_deployment(self._matter.segment, MatteRequest(image, matting))
+        return unwrap(await call_deployment(self._matter.segment, MatteRequest(image, matting)))
 
     async def stylize_head(self, job: StyleJob) -> Stylized:
-        return await call_deployment(self._cartoon_head.stylize, job)
+        return unwrap(await call_deployment(self._cartoon_head.stylize, job))
 
     async def stylize_background(self, job: StyleJob) -> Stylized:
-        return await call_deployment(self._cartoon_background.stylize, job)
+        return unwrap(await call_deployment(self._cartoon_background.stylize, job))
 
     def matte_engine(self, matting: Matting) -> EngineInfo:
         return self._matte_engines[matting]

@@ -10,22 +10,23 @@ fall back to their classic paths), and a request without ``model`` gets the firs
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from deployments.cartoon.predictor import CartoonPredictor
 from deployments.cartoon.styles import cartoon_styles
-from deployments.cartoon.types import ModelKind, StyleJob, Stylized
+from deployments.cartoon.types import CARTOON_DEPLOYMENTS, ModelKind, StyleJob, Stylized
+from deployments.common.batching import run_per_item, unwrap
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter
 from deployments.common.weights import ModelStore
 from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalysisPredictor
 from deployments.faces.types import Face
-from deployments.idphoto.matte import MATTING_MODES, LowResMatte, Matting
+from deployments.idphoto.matte import MATTING_MODES, LowResMatte, MatteRequest, Matting
 from deployments.idphoto.predictor import MattingPredictor
-from deployments.restore.params import RESTORE_MODELS
+from deployments.restore.params import RESTORE_MODELS, restorer_deployment
 from deployments.restore.restorer import RestorationPredictor
 from deployments.restore.types import BackgroundEngine, FaceToRestore, RestoredFace, TileToUpscale, UpscaledTile
 from deployments.restore.upscaler import UpscalePredictor, UpscalerOptions
@@ -61,12 +62,12 @@ class LocalBackend:
         self._cartoonizers: dict[ModelKind, CartoonPredictor] = {}
 
     async def analyze_faces(self, image: np.ndarray) -> list[Face]:
-        return await run_stage(self._analyzer.analyze, image)
+        return await _run_one(self._analyzer.analyze_batch, image, self._analyzer.admit, "FaceAnalyzer")
 
     async def restore_face(self, face: FaceToRestore, model: str) -> RestoredFace:
         restorer = self._restorer(model)
-        (restored,) = await run_stage(restorer.restore, [face])
-        return restored
+        stage = restorer_deployment(self._store.spec(model))
+        return await _run_one(restorer.restore, face, restorer.admit, stage)
 
     async def default_restore_model(self) -> str:
         present = [name for name in self._restore_models if self._store.find(name) is not None]
@@ -76,23 +77,24 @@ class LocalBackend:
         return self._background_upscaler().engine_for(scale)
 
     async def upscale_tile(self, tile: TileToUpscale) -> UpscaledTile:
-        (upscaled,) = await run_stage(self._background_upscaler().upscale, [tile])
-        return upscaled
+        upscaler = self._background_upscaler()
+        return await _run_one(upscaler.upscale, tile, upscaler.admit, "BackgroundUpscaler")
 
     def restore_template(self, model: str) -> str:
         self._restorer(model)  # refuses a model this backend does not run
         return restore_template(self._store.manifest, model)
 
     async def segment_portrait(self, image: np.ndarray, matting: Matting) -> LowResMatte:
-        return await run_stage(self._matter.segment, image, matting)
+        request = MatteRequest(image, matting)
+        return await _run_one(self._matter.segment_batch, request, self._matter.admit, "PortraitMatter")
 
     async def stylize_head(self, job: StyleJob) -> Stylized:
-        (stylized,) = await run_stage(self._cartoonizer("head").stylize, [job])
-        return stylized
+        head = self._cartoonizer("head")
+        return await _run_one(head.stylize, job, head.admit, CARTOON_DEPLOYMENTS["head"])
 
     async def stylize_background(self, job: StyleJob) -> Stylized:
-        (stylized,) = await run_stage(self._cartoonizer("background").stylize, [job])
-        return stylized
+        background = self._cartoonizer("background")
+        return await _run_one(background.stylize, job, background.admit, CARTOON_DEPLOYMENTS["background"])
 
     def matte_engine(self, matting: Matting) -> EngineInfo:
         return self._matte_engines[matting]
@@ -120,3 +122,12 @@ class LocalBackend:
         if model not in self._restorers:
             self._restorers[model] = RestorationPredictor(model, self._store)
         return self._restorers[model]
+
+
+async def _run_one(
+    run_batch: Callable[[list[Any]], Sequence[Any]], item: Any, admit: Callable[[Any], None], stage: str
+) -> Any:
+    """One item through the same admission and error typing as a batched deployment method (``run_stage``: in a
+    worker thread, within the job's deadline)."""
+    (outcome,) = await run_stage(run_per_item, run_batch, [item], admit, stage)
+    return unwrap(outcome)

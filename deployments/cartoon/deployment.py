@@ -12,6 +12,7 @@ from ray import serve
 from deployments.cartoon.predictor import CartoonPredictor
 from deployments.cartoon.styles import cartoon_styles
 from deployments.cartoon.types import CARTOON_DEPLOYMENTS, ModelKind, StyleJob, Stylized
+from deployments.common.batching import ItemFailure, run_per_item
 from deployments.common.deployment import (
     BATCH_DEFAULTS,
     apply_batch_config,
@@ -54,9 +55,11 @@ class Cartoonizer:
             self._predictor = CartoonPredictor(self._kind, self._styles, self._store, device.device)
 
     @serve.batch(**batch_defaults("Cartoonizer"))
-    async def stylize(self, jobs: list[StyleJob]) -> list[Stylized]:
+    async def stylize(self, jobs: list[StyleJob]) -> list[Stylized | ItemFailure]:
+        """One outcome per job: the stylized image, or its own error (``deployments.common.batching``)."""
         record_batch(self._name, len(jobs))
-        return await asyncio.to_thread(self._predictor.stylize, jobs)
+        predictor = self._predictor
+        return await asyncio.to_thread(run_per_item, predictor.stylize, jobs, predictor.admit, self._name)
 
     def check_health(self) -> None:
         """Serve's periodic probe: every loaded style runs a 16x16 forward pass."""

@@ -18,8 +18,10 @@ from deployments.cartoon.classic import cartoonize_classic
 from deployments.cartoon.dctnet import DctNet, load_dctnet
 from deployments.cartoon.styles import CartoonStyle
 from deployments.cartoon.types import ModelKind, StyleJob, Stylized
+from deployments.common.admission import DCTNET_INPUT
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter
+from deployments.common.image import require_image
 from deployments.common.torch_device import pick_device
 from deployments.common.weights import ModelStore
 
@@ -54,6 +56,13 @@ class CartoonPredictor:
         if loaded is not None:
             return loaded[1]
         return CLASSIC if self.kind == "background" else NO_HEAD_MODEL
+
+    def admit(self, job: StyleJob) -> None:
+        """Refuse a job this stage must not run (``admission``): not the image contract, over DCT-Net's input cap
+        (``compose.prepare_background`` brings whole photos within it), or a style this replica does not know."""
+        require_image(job.image, what="image to stylize")
+        DCTNET_INPUT.admit_image(job.image)
+        self._model(job.style)
 
     def stylize(self, jobs: Sequence[StyleJob]) -> list[Stylized]:
         results: list[Stylized | None] = [None] * len(jobs)

@@ -30,6 +30,7 @@ import numpy as np
 from deployments.common.errors import ImageTooManyPixels
 
 MEGAPIXEL = 1_000_000
+MIN_PHOTO_SIDE_PX = 8  # the smallest photo side the whole-photo stages take (the detectors' anchors need it)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from deployments.common.admission import MIN_PHOTO_SIDE_PX, PHOTO_STAGE_INPUT
 from deployments.common.errors import InvalidParameter
 from deployments.common.image import require_image
 from deployments.common.weights import ModelStore
@@ -69,9 +70,15 @@ class FaceAnalysisPredictor:
             logger.warning("MTCNN weights absent (%s): small faces of group photos are searched less", MTCNN_MODELS)
         return cls(store.resolve(FACE_MODELS[0]).parent, config, mtcnn_dir=mtcnn_dir)
 
+    def admit(self, image_rgb: np.ndarray) -> None:
+        """Refuse an image this stage must not run (``admission``): not the image contract, under 8 px a side (the
+        detectors' smallest input), or over the whole-photo cap."""
+        require_image(image_rgb, what="face analysis input", min_side_px=MIN_PHOTO_SIDE_PX)
+        PHOTO_STAGE_INPUT.admit_image(image_rgb)
+
     def analyze(self, image_rgb: np.ndarray) -> list[Face]:
         """Faces sorted by box area, largest first (the main subject leads); ``[]`` when there is none."""
-        require_image(image_rgb, what="face analysis input", min_side_px=8)
+        self.admit(image_rgb)
         image_rgb = np.ascontiguousarray(image_rgb)
         detections = self.detector.detect(image_rgb, self.config)
         faces = []

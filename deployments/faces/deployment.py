@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from ray import serve
 
+from deployments.common.batching import ItemFailure, run_per_item
 from deployments.common.deployment import (
     BATCH_DEFAULTS,
     apply_batch_config,
@@ -42,11 +43,15 @@ class FaceAnalyzer:
         self._predictor = FaceAnalysisPredictor.from_store(self._store, config)
 
     @serve.batch(**batch_defaults("FaceAnalyzer"))
-    async def analyze(self, images: list[np.ndarray]) -> list[list[Face]]:
+    async def analyze(self, images: list[np.ndarray]) -> list[list[Face] | ItemFailure]:
+        """One outcome per image: its faces, or its own error (``deployments.common.batching``)."""
         record_batch("FaceAnalyzer", len(images))
-        faces = await asyncio.to_thread(self._predictor.analyze_batch, images)
-        record_faces([len(found) for found in faces])
-        return faces
+        predictor = self._predictor
+        outcomes = await asyncio.to_thread(
+            run_per_item, predictor.analyze_batch, images, predictor.admit, "FaceAnalyzer"
+        )
+        record_faces([len(found) for found in outcomes if not isinstance(found, ItemFailure)])
+        return outcomes
 
     def check_health(self) -> None:
         """Serve's periodic probe: the interpreters answer (a blank image has no face)."""

@@ -15,6 +15,7 @@ from typing import Any
 
 from ray import serve
 
+from deployments.common.batching import ItemFailure, run_per_item
 from deployments.common.deployment import (
     BATCH_DEFAULTS,
     apply_batch_config,
@@ -45,9 +46,13 @@ class PortraitMatter:
             self._predictor = MattingPredictor.from_store(self._store, options)
 
     @serve.batch(**batch_defaults("PortraitMatter"))
-    async def segment(self, requests: list[MatteRequest]) -> list[LowResMatte]:
+    async def segment(self, requests: list[MatteRequest]) -> list[LowResMatte | ItemFailure]:
+        """One outcome per request: its matte, or its own error (``deployments.common.batching``)."""
         record_batch("PortraitMatter", len(requests))
-        return await asyncio.to_thread(self._predictor.segment_batch, requests)
+        predictor = self._predictor
+        return await asyncio.to_thread(
+            run_per_item, predictor.segment_batch, requests, predictor.admit, "PortraitMatter"
+        )
 
     def check_health(self) -> None:
         """Serve's periodic probe: the selfie interpreter answers; on a GPU, a MODNet forward pass too."""

@@ -18,12 +18,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from deployments.common.admission import MIN_PHOTO_SIDE_PX, PHOTO_STAGE_INPUT
 from deployments.common.errors import InternalError, InvalidParameter
+from deployments.common.image import require_image
 from deployments.common.torch_device import pick_device
 from deployments.common.weights import ModelStore
 from deployments.idphoto.matte import (
     DEFAULT_MATTING,
     MATTE_MODELS,
+    MATTING_MODES,
     LowResMatte,
     MatteRequest,
     Matting,
@@ -83,18 +86,25 @@ class MattingPredictor:
         """The model's matte of one whole photo (image contract: HxWx3 uint8 RGB)."""
         return self.segment_batch([MatteRequest(rgb, matting)])[0]
 
+    def admit(self, request: MatteRequest) -> None:
+        """Refuse a request this stage must not run (``admission``): not the image contract, under 8 px a side, over
+        the whole-photo cap, or a mode the params never allow (our bug)."""
+        require_image(request.image, what="matting input", min_side_px=MIN_PHOTO_SIDE_PX)
+        PHOTO_STAGE_INPUT.admit_image(request.image)
+        if request.matting not in MATTING_MODES:
+            raise InternalError(f"matting mode {request.matting!r} reached the matter; params allow modnet, selfie")
+
     def segment_batch(self, requests: Sequence[MatteRequest]) -> list[LowResMatte]:
         """One matte per request, in order; MODNet requests of one input size share a forward pass."""
         results: dict[int, LowResMatte] = {}
         groups: dict[tuple[int, int], list[tuple[int, ModNetInput]]] = {}
         for index, request in enumerate(requests):
+            self.admit(request)
             if request.matting == "selfie":
                 results[index] = self.selfie.segment(request.image)
-            elif request.matting == "modnet":
+            else:
                 prepared = prepare_input(request.image)
                 groups.setdefault(prepared.size_hw, []).append((index, prepared))
-            else:
-                raise InternalError(f"matting mode {request.matting!r} reached the matter; params allow modnet, selfie")
         for items in groups.values():
             step = len(items) if self.device.type == "cuda" else 1
             for start in range(0, len(items), step):

@@ -9,6 +9,7 @@ from typing import Any
 
 from ray import serve
 
+from deployments.common.batching import ItemFailure, run_per_item
 from deployments.common.deployment import (
     BATCH_DEFAULTS,
     apply_batch_config,
@@ -45,9 +46,11 @@ class FaceRestorer:
             self._predictor = RestorationPredictor(self._model_name, self._store, options)
 
     @serve.batch(**batch_defaults("FaceRestorer"))
-    async def restore(self, faces: list[FaceToRestore]) -> list[RestoredFace]:
+    async def restore(self, faces: list[FaceToRestore]) -> list[RestoredFace | ItemFailure]:
+        """One outcome per crop: the restored face, or its own error (``deployments.common.batching``)."""
         record_batch(self._name, len(faces))
-        return await asyncio.to_thread(self._predictor.restore, faces)
+        predictor = self._predictor
+        return await asyncio.to_thread(run_per_item, predictor.restore, faces, predictor.admit, self._name)
 
     async def engine_info(self) -> EngineInfo:
         """The engine this replica runs (the ingress picks the default model by it)."""
@@ -89,9 +92,11 @@ class BackgroundUpscaler:
             self._predictor = UpscalePredictor(self._store, options)
 
     @serve.batch(**batch_defaults("BackgroundUpscaler"))
-    async def upscale(self, tiles: list[TileToUpscale]) -> list[UpscaledTile]:
+    async def upscale(self, tiles: list[TileToUpscale]) -> list[UpscaledTile | ItemFailure]:
+        """One outcome per tile: the upscaled tile, or its own error (``deployments.common.batching``)."""
         record_batch("BackgroundUpscaler", len(tiles))
-        return await asyncio.to_thread(self._predictor.upscale, tiles)
+        predictor = self._predictor
+        return await asyncio.to_thread(run_per_item, predictor.upscale, tiles, predictor.admit, "BackgroundUpscaler")
 
     async def engine_for(self, scale: int) -> BackgroundEngine | None:
         """Which engine upscales by ``scale`` here, for photos up to which size (None: the job keeps Lanczos)."""

@@ -16,8 +16,10 @@ import cv2
 import numpy as np
 from torch import nn
 
+from deployments.common.admission import FACE_CROP_INPUT
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter
+from deployments.common.image import require_image
 from deployments.common.torch_device import pick_device, to_memory_format
 from deployments.common.weights import ModelStore
 from deployments.restore.architecture import restorer_architecture
@@ -71,6 +73,11 @@ class RestorationPredictor:
         there the loaded weights are the check."""
         if self._model is not None and self.device.type == "cuda":
             self.restore([FaceToRestore(np.zeros((self.size_px, self.size_px, 3), np.uint8))])
+
+    def admit(self, face: FaceToRestore) -> None:
+        """Refuse a crop this stage must not run (``admission``): not the image contract, or over the crop cap."""
+        require_image(face.crop, what="face crop")
+        FACE_CROP_INPUT.admit_image(face.crop)
 
     def restore(self, faces: list[FaceToRestore]) -> list[RestoredFace]:
         if self._model is None:

@@ -17,8 +17,10 @@ import cv2
 import numpy as np
 import torch
 
+from deployments.common.admission import UPSCALE_TILE_INPUT
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InternalError, InvalidParameter
+from deployments.common.image import require_image
 from deployments.common.torch_device import pick_device
 from deployments.common.weights import ModelStore
 from deployments.restore.realesrgan import RrdbNet, load_realesrgan, output_to_rgb, rgb_to_input
@@ -73,6 +75,13 @@ class UpscalePredictor:
                 with torch.inference_mode():
                     model(torch.zeros(1, 3, 32, 32, device=self.device))
 
+    def admit(self, tile: TileToUpscale) -> None:
+        """Refuse a tile this stage must not run (``admission``): not the image contract, over the tile cap (a whole
+        photo never reaches the network), or a factor this replica has no model for (our bug: the job asked first)."""
+        require_image(tile.pixels, what="tile")
+        UPSCALE_TILE_INPUT.admit_image(tile.pixels)
+        self._chosen(tile.scale)
+
     def upscale(self, tiles: list[TileToUpscale]) -> list[UpscaledTile]:
         """One forward pass per group of tiles of equal factor and shape; results in the order of ``tiles``."""
         groups: dict[tuple[int, tuple[int, ...]], list[int]] = defaultdict(list)
@@ -80,10 +89,7 @@ class UpscalePredictor:
             groups[(tile.scale, tile.pixels.shape)].append(index)
         results: dict[int, UpscaledTile] = {}
         for (scale, _), indices in groups.items():
-            chosen = self._model_for(scale)
-            if chosen is None:
-                raise InternalError(f"tiles for x{scale} reached a replica without a Real-ESRGAN model for it")
-            model, info = chosen
+            model, info = self._chosen(scale)
             with torch.inference_mode():
                 batch = rgb_to_input(np.stack([tiles[i].pixels for i in indices]), device=self.device)
                 upscaled = output_to_rgb(model(batch))
@@ -93,6 +99,12 @@ class UpscalePredictor:
                     pixels = cv2.resize(pixels, (width * scale, height * scale), interpolation=cv2.INTER_AREA)
                 results[index] = UpscaledTile(pixels=np.ascontiguousarray(pixels), engine=info)
         return [results[index] for index in range(len(tiles))]
+
+    def _chosen(self, scale: int) -> tuple[RrdbNet, EngineInfo]:
+        chosen = self._model_for(scale)
+        if chosen is None:
+            raise InternalError(f"tiles for x{scale} reached a replica without a Real-ESRGAN model for it")
+        return chosen
 
     def _model_for(self, scale: int) -> tuple[RrdbNet, EngineInfo] | None:
         for name in UPSCALE_MODELS.get(scale, ()):

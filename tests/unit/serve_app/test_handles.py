@@ -1,14 +1,22 @@
-"""The Ray edge of the ingress: a model deployment's full queue becomes our 503 ``Overloaded``."""
+"""The Ray edge of the ingress: a model deployment's full queue becomes our 503 ``Overloaded``; an item's own failure
+becomes the caller's own error."""
 
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from ray.serve.exceptions import BackPressureError
 
-from deployments.common.errors import Overloaded
-from serve_app.handles import BucketRunnerClient, call_deployment
+from deployments.cartoon.types import StyleJob
+from deployments.common.batching import ItemFailure
+from deployments.common.errors import InvalidParameter, Overloaded
+from deployments.common.weights import load_manifest
+from deployments.restore.types import FaceToRestore, TileToUpscale
+from serve_app.handles import BucketRunnerClient, HandleBackend, Stages, call_deployment
+from tests.conftest import REPO_ROOT
 
 
 class _FullQueue:
@@ -46,3 +54,43 @@ class _Runner:
 def test_a_full_bucket_runner_queue_is_a_503_overloaded_too():
     with pytest.raises(Overloaded):
         asyncio.run(BucketRunnerClient(_Runner()).submit([]))
+
+
+class _Answers:
+    """A batched deployment method answering ``outcome`` for this caller's item."""
+
+    def __init__(self, outcome) -> None:
+        self.outcome = outcome
+
+    def remote(self, *args):
+        async def response():
+            return self.outcome
+
+        return response()
+
+
+def _backend_whose_stages_answer(outcome) -> HandleBackend:
+    method = SimpleNamespace(analyze=_Answers(outcome), segment=_Answers(outcome), stylize=_Answers(outcome))
+    upscaler = SimpleNamespace(upscale=_Answers(outcome))
+    restorer = SimpleNamespace(restore=_Answers(outcome))
+    stages = Stages(method, method, {"gpen-bfr-256": restorer}, method, method, upscaler)
+    return HandleBackend(stages, load_manifest(REPO_ROOT / "configs" / "models.yaml"))
+
+
+def test_an_items_failure_is_raised_as_the_callers_own_typed_error():
+    """#21 row 20: a batched method answers one outcome per item; the caller re-raises its item's error (a 4xx for
+    its own photo), while its batch neighbours got their results."""
+    backend = _backend_whose_stages_answer(ItemFailure(InvalidParameter("face analysis input: 1x1 is smaller")))
+    image = np.zeros((1, 1, 3), np.uint8)
+    calls = [
+        backend.analyze_faces(image),
+        backend.segment_portrait(image, "selfie"),
+        backend.restore_face(FaceToRestore(image), "gpen-bfr-256"),
+        backend.upscale_tile(TileToUpscale(image, 2)),
+        backend.stylize_head(StyleJob("anime", image)),
+        backend.stylize_background(StyleJob("anime", image)),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidParameter, match="1x1 is smaller"):
+            asyncio.run(call)
+    assert asyncio.run(_backend_whose_stages_answer([]).analyze_faces(image)) == []
