@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -136,36 +136,28 @@ def run_plain(replica: Any, case: Case, items: list[Any]) -> list[Any]:
     return run_per_item(getattr(predictor, case.plain), items, predictor.admit, case.method)
 
 
-@pytest.fixture(scope="module")
-def replica_loop() -> Iterator[asyncio.AbstractEventLoop]:
-    """One event loop for every batched call of this module: a ``@serve.batch`` queue belongs to its class (one
-    instance per replica process) and to the loop that first used it, as in a replica."""
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
-
-
-def run_batched(replica: Any, case: Case, items: list[Any], sizes: list[int], loop) -> list[Any]:
-    batched = getattr(replica, case.method)
-    batched.set_max_batch_size(8)
-    batched.set_batch_wait_timeout_s(1.0)  # never waited for: the eight are queued before the batch starts
+def run_batched(replica: Any, case: Case, items: list[Any], sizes: list[int]) -> list[Any]:
+    """The method's own body under a fresh ``@serve.batch`` of 8 (its decorator's queue belongs to the class and to
+    the event loop that first used it, as in a replica process; a fresh one leaves the class as other tests find it).
+    """
+    batched = serve.batch(max_batch_size=8, batch_wait_timeout_s=1.0)(getattr(type(replica), case.method).__wrapped__)
 
     async def all_at_once():
-        return await asyncio.gather(*(getattr(replica, case.method)(item) for item in items))
+        return await asyncio.gather(*(batched(replica, item) for item in items))
 
-    outcomes = loop.run_until_complete(asyncio.wait_for(all_at_once(), 120))
-    assert sizes == [8]  # the eight shared one batch
+    outcomes = asyncio.run(asyncio.wait_for(all_at_once(), 120))
+    assert sizes == [8]  # the eight shared one batch (never waiting: they are queued before the batch starts)
     return outcomes
 
 
 @pytest.fixture
-def run_eight(outside_serve, replica_loop) -> Callable[[str, Any, Case, list[Any]], list[Any]]:
+def run_eight(outside_serve) -> Callable[[str, Any, Case, list[Any]], list[Any]]:
     """Runs a batch through the plain batch function (``plain``) or the ``@serve.batch`` method (``serve_batch``)."""
 
     def run(via: str, replica: Any, case: Case, items: list[Any]) -> list[Any]:
         if via == "plain":
             return run_plain(replica, case, items)
-        return run_batched(replica, case, items, outside_serve, replica_loop)
+        return run_batched(replica, case, items, outside_serve)
 
     return run
 
