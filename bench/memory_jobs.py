@@ -71,7 +71,8 @@ import json, resource, sys, torch, numpy as np
 sys.path.insert(0, {root!r})
 torch.set_num_threads(2)
 from deployments.cartoon.dctnet import build_dctnet_from_constants, official_weight_shapes
-model = build_dctnet_from_constants({{k: np.zeros(s, np.float32) for k, s in official_weight_shapes().items()}}, eps=0.01)
+constants = {{k: np.zeros(s, np.float32) for k, s in official_weight_shapes().items()}}
+model = build_dctnet_from_constants(constants, eps=0.01)
 x = torch.zeros(1, 3, {height}, {width})
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 with torch.inference_mode():
@@ -81,8 +82,13 @@ print(json.dumps({{"peak_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxr
 
 # (label, task, params, input width, input height)
 JOBS = [
-    ("idphoto, 2000x2000 output (4 MP cap), max_kb 300", "idphoto", {"width_px": 2000, "height_px": 2000, "max_kb": 300},
-     4000, 3000),
+    (
+        "idphoto, 2000x2000 output (4 MP cap), max_kb 300",
+        "idphoto",
+        {"width_px": 2000, "height_px": 2000, "max_kb": 300},
+        4000,
+        3000,
+    ),
     ("cartoon of a 50 MP photo (10000x5000)", "cartoon", {"style": "anime"}, 10000, 5000),
     ("restore x4 of a 4 MP photo (2000x2000 -> 8000x8000)", "restore", {"upscale": 4}, 2000, 2000),
     ("restore x2 of a 16 MP photo (4000x4000 -> 8000x8000)", "restore", {"upscale": 2}, 4000, 4000),

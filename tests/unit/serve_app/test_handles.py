@@ -70,10 +70,17 @@ class _Answers:
 
 
 def _backend_whose_stages_answer(outcome) -> HandleBackend:
-    method = SimpleNamespace(analyze=_Answers(outcome), segment=_Answers(outcome), stylize=_Answers(outcome))
-    upscaler = SimpleNamespace(upscale=_Answers(outcome))
-    restorer = SimpleNamespace(restore=_Answers(outcome))
-    stages = Stages(method, method, {"gpen-bfr-256": restorer}, method, method, upscaler)
+    def stage(name: str, **methods) -> SimpleNamespace:
+        return SimpleNamespace(deployment_name=name, **methods)
+
+    stages = Stages(
+        stage("FaceAnalyzer", analyze=_Answers(outcome)),
+        stage("PortraitMatter", segment=_Answers(outcome)),
+        {"gpen-bfr-256": stage("FaceRestorer256", restore=_Answers(outcome))},
+        stage("CartoonHead", stylize=_Answers(outcome)),
+        stage("CartoonBackground", stylize=_Answers(outcome)),
+        stage("BackgroundUpscaler", upscale=_Answers(outcome)),
+    )
     return HandleBackend(stages, load_manifest(REPO_ROOT / "configs" / "models.yaml"))
 
 
