@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from deployments.common.errors import InputError, PortraitError
+from deployments.common.errors import InputError, InternalError, PortraitError
 from deployments.common.params import JobParams
 from serve_app.bucket.leases import RUNNER_HOLDER, Leases
 from serve_app.bucket.outcomes import (
@@ -130,7 +130,7 @@ class ObjectAttempts:
                     delay_s,
                 )
                 await asyncio.sleep(delay_s)
-        return ObjectOutcome(route.name, key, Status.DEFERRED, code="internal_error", attempts=self._retry.max_attempts)
+        raise InternalError("unreachable: RetryPolicy.max_attempts >= 1")
 
     async def _record_failure(
         self, route: Route, names: RecordNames, source: SourceOut, exc: BaseException, fault: Fault, attempts: int
