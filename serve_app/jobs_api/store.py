@@ -8,10 +8,12 @@ import json
 import logging
 import os
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from serve_app.bucket.leases import Lease
 from serve_app.bucket.records import (
     ATTACHMENTS_FOLDER,
     MAX_RECORD_BYTES,
@@ -112,7 +114,14 @@ class JobStore:
         records = find_records(self._outputs[record.task], record_names(ref.key))
         result = next((found for found in records if isinstance(found, ResultRecord)), None)
         error = next((found for found in records if isinstance(found, ErrorRecord)), None)
+        if state.status == "queued" and not records and self._claimed(ref, record.task):
+            state = state.model_copy(update={"status": "running"})
         return JobView(record=record, state=state, result=result, error=error)
+
+    def _claimed(self, ref: JobRef, task: str) -> bool:
+        """Whether the bucket runner holds a live claim on the job's input: it is running now."""
+        lease = _read(self._outputs[task], lease_name(ref.key), Lease)
+        return lease is not None and lease.expires_at > datetime.now(UTC)
 
     def idempotent_job(self, owner: str, digest: str) -> str | None:
         pointer = _read_json(self.root, idempotency_key(owner, digest))

@@ -54,6 +54,19 @@ def test_a_full_queue_answers_503_with_retry_after_and_keeps_nothing(held_app, p
     assert app.wait(first.json()["id"])["status"] == "succeeded"
 
 
+def test_a_job_the_runner_has_claimed_is_running(held_app, photo_jpeg):
+    app, holding = held_app
+    job_id = app.client.post("/v1/jobs", files=files_of(photo_jpeg), data={"task": "cartoon"}).json()["id"]
+    for _ in range(200):  # until the worker has claimed it and waits in the executor
+        if app.client.get(f"/v1/jobs/{job_id}").json()["status"] != "queued":
+            break
+        app.client.portal.call(asyncio.sleep, 0.05)
+    running = app.client.get(f"/v1/jobs/{job_id}").json()
+    assert (running["status"], running["progress"]) == ("running", 0.0)
+    app.client.portal.call(holding.release.set)
+    assert app.wait(job_id)["status"] == "succeeded"
+
+
 def test_cancelling_a_waiting_job_deletes_its_input_and_says_cancelled(held_app, photo_jpeg):
     app, holding = held_app
     job_id = app.client.post("/v1/jobs", files=files_of(photo_jpeg), data={"task": "cartoon"}).json()["id"]
