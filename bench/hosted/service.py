@@ -4,6 +4,7 @@ Serve tests do (``tests/serve/conftest.py``); one Ray cluster, shut down at the 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,11 +21,19 @@ class Service:
     env: dict[str, str]
     ingress_replicas: int
 
-    def redeploy(self, args: dict[str, Any]) -> None:
-        """The same application with other args (Serve restarts what they change); returns once healthy."""
+    def redeploy(self, args: dict[str, Any], timeout_s: float = 900) -> None:
+        """The same application with other args (Serve restarts what they change); returns once it runs again."""
+        from ray import serve
         from ray.serve.schema import ServeDeploySchema
 
-        self.client.deploy_apps(ServeDeploySchema.model_validate(_config(self, args)), _blocking=True)
+        try:
+            self.client.deploy_apps(ServeDeploySchema.model_validate(_config(self, args)), _blocking=True)
+        except TimeoutError:  # Serve waits 60 s; a loaded box takes longer to restart what changed
+            deadline = time.monotonic() + timeout_s
+            while serve.status().applications["portrait"].status != "RUNNING":
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(2)
         _wait_until_healthy(self.url)
 
 
