@@ -45,6 +45,7 @@ from serve_app.bucket.sqs import SqsConsumer
 from serve_app.handles import HandleBackend, Stages
 from serve_app.jobs import JOBS, job_context
 from serve_app.jobs_api import JobsConfig, JobsRunner, JobStore, job_routes
+from serve_app.jobs_api.config import require_shared_store
 from serve_app.jobs_api.layout import JobRef
 from serve_app.settings import get_settings
 
@@ -102,6 +103,7 @@ class BucketRunner:
             raise InvalidParameter(f"BucketRunner user_config: {exc}") from None
         nodes = await asyncio.to_thread(_alive_nodes)
         root = buckets_root(config.routes, self._buckets_root, nodes=nodes)
+        require_shared_store(self._jobs_config, self._buckets_root, nodes=nodes)
         jobs_routes = job_routes(self._jobs.config, self._jobs.store, JOBS) if self._jobs else []
         table = build_routing_table([*config.routes, *jobs_routes], self._context, base_dir=root)
         require_input_folders(table, node=f"{socket.gethostname()} ({ray.get_runtime_context().get_node_id()[:12]})")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from deployments.common.errors import InvalidParameter
 from storage.base import Location, StoreSettings, parse_location
 
 DAY_S = 86_400
@@ -59,6 +60,19 @@ class JobsConfig(BaseModel):
         if "://" in self.store or self.store.startswith("file:") or root is None:
             return parse_location(self.store)
         return parse_location(os.path.join(root, os.path.expanduser(self.store)))
+
+
+def require_shared_store(config: JobsConfig, root: Path | None, *, nodes: int) -> None:
+    """On a cluster the ingress and the runner may run on different nodes: a folder store must be shared storage
+    under ``PORTRAIT_BUCKETS_ROOT`` (or absolute), else each node would keep its own jobs."""
+    store = config.store
+    relative = "://" not in store and not store.startswith("file:") and not os.path.isabs(os.path.expanduser(store))
+    if nodes > 1 and relative and root is None:
+        raise InvalidParameter(
+            f"args.jobs.store {store!r} is a relative folder on a cluster of {nodes} nodes, and PORTRAIT_BUCKETS_ROOT "
+            "is not set: use s3:// (args.jobs.s3 for the connection) or a folder on storage every node mounts",
+            details={"store": store, "nodes": nodes},
+        )
 
 
 def within(location: Location, *parts: str) -> str:

@@ -8,11 +8,13 @@ import time
 
 import pytest
 
+from deployments.common.errors import InvalidParameter
 from serve_app.bucket.routing import build_routing_table
 from serve_app.bucket.runner import BucketWorker, job_executor
 from serve_app.jobs import JOBS
-from serve_app.jobs_api import JobsRunner, job_routes
+from serve_app.jobs_api import JobsConfig, JobsRunner, job_routes
 from serve_app.jobs_api.callbacks import SIGNATURE_HEADER, verify
+from serve_app.jobs_api.config import require_shared_store
 from tests.unit.jobs_api.conftest import KEYS, make_jobs_app
 
 
@@ -121,3 +123,11 @@ def test_keys_keep_jobs_apart_and_a_task_the_key_may_not_run_is_403_at_submit(
         assert app.client.get("/v1/jobs", headers=bob).json() == {"jobs": []}
         ((_, body, headers),) = app.receiver.calls
         assert verify("alice-secret", headers[SIGNATURE_HEADER], body, now_s=time.time())  # the key's own secret
+
+
+def test_a_relative_jobs_folder_is_refused_on_a_cluster_without_a_shared_root(tmp_path):
+    with pytest.raises(InvalidParameter, match="relative folder on a cluster of 2 nodes"):
+        require_shared_store(JobsConfig(), None, nodes=2)
+    require_shared_store(JobsConfig(), None, nodes=1)
+    require_shared_store(JobsConfig(), tmp_path, nodes=2)
+    require_shared_store(JobsConfig(store="s3://portrait-jobs/jobs"), None, nodes=2)
