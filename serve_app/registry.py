@@ -31,6 +31,11 @@ Fields of an entry:
     one line for the language model: what the job does, with words people use for it.
 ``example_words``
     words the rules suggest when a prompt names no job ("修复, 老照片, 放大2倍").
+``frames``
+    True when the job maps a photo to a photo frame by frame (restore, cartoon): a video given to it through
+    ``POST /v1/jobs`` or a bucket route is processed frame by frame (``serve_app/jobs/video.py``) into ``video/mp4``,
+    and its module offers ``frame_processor(backend, params, context)``. The synchronous route refuses a video
+    (415 ``video_needs_job``) whatever the job.
 ``deployments``
     the Serve deployments the job calls (each Serve YAML configures every one; the restorers, one per manifest
     entry of ``task: face_restoration``, come from the manifest).
@@ -61,6 +66,7 @@ class JobEntry:
     prompt_hint: str
     example_words: str
     deployments: tuple[str, ...]
+    frames: bool = False
 
     @property
     def route(self) -> str:
@@ -75,10 +81,11 @@ JOB_ENTRIES: tuple[JobEntry, ...] = (
         description="Restore every face of a photo (GFPGAN, CodeFormer or GPEN; the classic engine when weights are "
         "absent) and paste it back; `upscale` enlarges the rest with Real-ESRGAN or Lanczos. The `X-Portrait-Engine` "
         "header (and `meta.engine` with `return=json`) names the engine that ran.",
-        result_media_types={"image/jpeg": "jpg", "image/png": "png", "image/webp": "webp"},
+        result_media_types={"image/jpeg": "jpg", "image/png": "png", "image/webp": "webp", "video/mp4": "mp4"},
         prompt_hint="repair/sharpen an old or blurry photo, optionally upscale (修复, 老照片, 放大)",
         example_words="修复, 老照片, 放大2倍",
         deployments=("FaceAnalyzer", "BackgroundUpscaler"),
+        frames=True,
     ),
     JobEntry(
         name="idphoto",
@@ -98,10 +105,11 @@ JOB_ENTRIES: tuple[JobEntry, ...] = (
         title=("cartoon", "卡通"),
         description="Cartoonize a photo (DCT-Net whole image + per-face heads; the classic engine when weights are "
         "absent).",
-        result_media_types={"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"},
+        result_media_types={"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp", "video/mp4": "mp4"},
         prompt_hint="turn the photo into a cartoon style (卡通, 动漫, 素描)",
         example_words="卡通, 动漫, 素描",
         deployments=("FaceAnalyzer", "CartoonHead", "CartoonBackground"),
+        frames=True,
     ),
 )
 

@@ -59,6 +59,9 @@ class ResultMeta(BaseModel):
     bytes: int
     timings_ms: dict[str, float] = Field(default_factory=dict)
     report: dict[str, Any] | None = None
+    video: dict[str, Any] | None = Field(
+        None, description="a video's facts: frames, fps, duration, faces per frame, tracks, resumed_from_chunk"
+    )
     version: str
 
 

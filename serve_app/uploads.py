@@ -94,11 +94,12 @@ def load_json(body: bytes, what: str) -> Any:
         raise InvalidParameter(f"{what} cannot be parsed: {reason}") from None
 
 
-async def read_upload(request: Request, settings: Settings) -> Upload:
+async def read_upload(request: Request, settings: Settings, *, max_bytes: int | None = None) -> Upload:
+    """The image (or, for ``POST /v1/jobs``, the video: ``max_bytes``) and the options of a request."""
     content_type = media_type(request)
     body = await read_body(
         request,
-        limit_bytes=body_limit_bytes(content_type, settings.max_image_bytes),
+        limit_bytes=body_limit_bytes(content_type, max_bytes or settings.max_image_bytes),
         timeout_s=settings.body_timeout_s,
     )
     query = dict(request.query_params)
@@ -119,10 +120,10 @@ async def _read_multipart(request: Request, body: bytes, query: dict[str, Any]) 
         return replayed.pop() if replayed else {"type": "http.disconnect"}
 
     async with Request(request.scope, receive).form(max_files=MAX_FORM_FILES, max_fields=MAX_FORM_FIELDS) as form:
-        image = form.get("image")
+        image = form.get("image") or form.get("video")  # a video job may name its file field "video"
         if not isinstance(image, UploadFile):
             raise InvalidParameter("the multipart form has no file field 'image'")
-        fields = {**query, **{key: value for key, value in form.items() if key != "image" and isinstance(value, str)}}
+        fields = {**query, **{key: value for key, value in form.items() if isinstance(value, str)}}
         return Upload(data=await image.read(), filename=image.filename, fields=fields)
 
 

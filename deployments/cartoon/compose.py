@@ -11,6 +11,7 @@ by 16 more pixels when the other is not; we pad each side only as needed. The pa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cv2
@@ -64,15 +65,19 @@ def head_mask(size_px: int = HEAD_SIZE_PX) -> np.ndarray:
 
 
 def compose_cartoon(
-    stylized_background: np.ndarray, prepared: PreparedImage, heads: list[tuple[np.ndarray, np.ndarray]]
+    stylized_background: np.ndarray,
+    prepared: PreparedImage,
+    heads: list[tuple[np.ndarray, np.ndarray]],
+    opacities: Sequence[float] | None = None,
 ) -> np.ndarray:
-    """Crop the background result, blend each (stylized head, original-image→crop matrix), resize to the input."""
+    """Crop the background result, blend each (stylized head, original-image→crop matrix), resize to the input
+    (``opacities``: one per head, for faces fading in or out of a video)."""
     width, height = prepared.size_wh
     canvas = np.ascontiguousarray(stylized_background[:height, :width])
     if heads:
         resized_to_original = invert_affine(prepared.original_to_resized())
         on_canvas = [(head, compose_affine(matrix, resized_to_original)) for head, matrix in heads]
-        canvas = paste_back(canvas, on_canvas, mask=head_mask(heads[0][0].shape[0]))
+        canvas = paste_back(canvas, on_canvas, mask=head_mask(heads[0][0].shape[0]), opacities=opacities)
     if (width, height) == prepared.original_wh:
         return canvas
     enlarge = prepared.original_wh[0] > width

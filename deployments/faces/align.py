@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import cv2
 import numpy as np
 
 from deployments.common.affine import compose_affine, pixel_scale_affine
 from deployments.common.errors import InvalidParameter
-from deployments.faces.types import Face
 
 # The 96x112 five-point reference of the ArcFace/SphereFace crops, used by GPEN and DCT-Net.
 REFERENCE_96X112 = np.array(
@@ -171,6 +171,12 @@ def rescale_crop_matrix(matrix: np.ndarray, from_px: int, to_px: int) -> np.ndar
     return compose_affine(pixel_scale_affine(to_px / from_px), np.asarray(matrix, dtype=np.float64))
 
 
-def align_all(image_rgb: np.ndarray, faces: Sequence[Face], template: AlignTemplate | str) -> list[AlignedFace]:
+class HasLandmarks(Protocol):
+    """A face as alignment needs it: a photo's ``Face`` or a video's ``TrackedFace`` (smoothed landmarks)."""
+
+    landmarks: np.ndarray
+
+
+def align_all(image_rgb: np.ndarray, faces: Sequence[HasLandmarks], template: AlignTemplate | str) -> list[AlignedFace]:
     """Every face of one photo aligned to ``template``, in order."""
     return [align_face(image_rgb, face.landmarks, template) for face in faces]

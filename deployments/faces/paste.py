@@ -41,6 +41,7 @@ def paste_back(
     upscale: int = 1,
     feather_px: float | None = None,
     mask: np.ndarray | None = None,
+    opacities: Sequence[float] | None = None,
 ) -> np.ndarray:
     """Return a copy of ``image_rgb`` with every crop blended in through its feathered footprint.
 
@@ -48,6 +49,7 @@ def paste_back(
     ORIGINAL image. Faces are composited in order, so overlapping faces each keep their soft edge over the result
     so far. ``blend`` 0..1 mixes processed over original; ``feather_px`` is in crop pixels (default 6 % of the side).
     ``mask`` (crop-sized float32 in [0, 1]) replaces the feathered square, e.g. DCT-Net's elliptical head mask.
+    ``opacities`` (one per crop, 0..1) scale ``blend`` per face: a face fading in or out of a video.
     """
     if not 0.0 <= blend <= 1.0:
         raise InvalidParameter(f"blend must be within 0..1, got {blend}")
@@ -60,12 +62,15 @@ def paste_back(
     if blend == 0.0:
         return result
     height, width = result.shape[:2]
-    for crop, matrix in crops_with_matrices:
+    if opacities is not None and len(opacities) != len(crops_with_matrices):
+        raise InvalidParameter(f"{len(opacities)} opacities for {len(crops_with_matrices)} crops")
+    for index, (crop, matrix) in enumerate(crops_with_matrices):
         require_image(crop, what="pasted crop")
         if crop.shape[0] != crop.shape[1]:
             raise InvalidParameter(f"pasted crops must be square, got {crop.shape[1]}x{crop.shape[0]}")
         crop_mask = _crop_mask(crop.shape[0], feather_px, mask)
-        _paste_one(result, crop, crop_mask, _crop_to_output(matrix, upscale), blend, width, height)
+        opacity = 1.0 if opacities is None else float(np.clip(opacities[index], 0.0, 1.0))
+        _paste_one(result, crop, crop_mask, _crop_to_output(matrix, upscale), blend * opacity, width, height)
     return result
 
 

@@ -39,14 +39,19 @@ def _distance_to_centre(face: Face, width: int, height: int) -> float:
 
 
 def composite(
-    base: np.ndarray, aligned: Sequence[AlignedFace], restored: Sequence[RestoredFace], params: RestoreParams
+    base: np.ndarray,
+    aligned: Sequence[AlignedFace],
+    restored: Sequence[RestoredFace],
+    params: RestoreParams,
+    opacities: Sequence[float] | None = None,
 ) -> np.ndarray:
-    """Paste the restored faces onto ``base``, the photo already upscaled by ``params.upscale``."""
+    """Paste the restored faces onto ``base``, the photo already upscaled by ``params.upscale`` (``opacities``: one
+    per face, for faces fading in or out of a video)."""
     pasted = [
         (done.crop, rescale_crop_matrix(face.matrix, face.crop.shape[0], done.crop.shape[0]))
         for face, done in zip(aligned, restored)
     ]
-    return paste_back(base, pasted, blend=params.blend, upscale=params.upscale)
+    return paste_back(base, pasted, blend=params.blend, upscale=params.upscale, opacities=opacities)
 
 
 async def upscale_tiled(rgb: np.ndarray, scale: int, upscale_tile: UpscaleTile) -> np.ndarray:

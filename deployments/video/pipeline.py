@@ -39,7 +39,6 @@ class VideoOptions:
 class FrameResult:
     rgb: np.ndarray
     engines: list[EngineInfo]
-    faces: int
 
 
 Analyze = Callable[[np.ndarray], Awaitable[list[Face]]]
@@ -151,15 +150,21 @@ async def transcode_video(
         )
         for result in results:
             engines.update({info_.engine + (info_.weights or ""): info_ for info_ in result.engines})
-        faces_per_frame.extend(result.faces for result in results)
+        faces_per_frame.extend(len(faces) for faces in tracked)
         segment = out_path.with_name(f"{out_path.stem}.chunk-{chunk.index:05d}.mp4")
         await _timed(
             timings, "encode", asyncio.to_thread(encode_segment, chunk, [r.rgb for r in results], info.fps, segment)
         )
-        chunk_state = {"tracker": tracker.state(), "faces_per_frame": faces_per_frame, "rotation_deg": rotation}
+        progress = min(1.0, len(faces_per_frame) / max(info.frames, 1))
+        chunk_state = {
+            "tracker": tracker.state(),
+            "faces_per_frame": faces_per_frame,
+            "rotation_deg": rotation,
+            "progress": progress,
+        }
         await asyncio.to_thread(chunks.save, chunk.index, segment, chunk_state)
         if on_progress is not None:
-            on_progress(min(1.0, len(faces_per_frame) / max(info.frames, 1)))
+            on_progress(progress)
     total = chunks.finished()
     segments = [chunks.segment(index) for index in range(total)]
     await _timed(timings, "assemble", asyncio.to_thread(assemble, segments, source, rotation, out_path))

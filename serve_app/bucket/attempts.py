@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from deployments.common.errors import InputError, InternalError, PortraitError
 from deployments.common.params import JobParams
@@ -49,6 +51,7 @@ from serve_app.bucket.routing import Route, object_params
 from serve_app.jobs import JobContext
 from serve_app.jobs.deadline import within_deadline
 from serve_app.jobs.results import JobResult
+from serve_app.jobs.video import StoreChunkStore, VideoInput, read_object, video_deadline_factor
 from serve_app.schemas import ErrorDetail
 from storage.base import ObjectStore
 from storage.errors import ObjectNotFound
@@ -57,7 +60,7 @@ logger = logging.getLogger(__name__)
 
 LEASE_MARGIN_S = 60.0  # a claim outlives the job timeout by this much (stage threads finishing, the result upload)
 
-JobExecutor = Callable[[str, bytes, JobParams], Awaitable[JobResult]]
+JobExecutor = Callable[[str, bytes | VideoInput, JobParams], Awaitable[JobResult]]
 
 
 @dataclass
@@ -191,16 +194,26 @@ class ObjectAttempts:
     async def _run(
         self, route: Route, names: RecordNames, user_metadata: Mapping[str, str], attempt: int, seen: _Seen
     ) -> None:
-        """Read the object, run the job, write the result (under the object's claim)."""
+        """Read the object, run the job, write the result (under the object's claim). A video is streamed to disk
+        and processed a chunk at a time, its finished chunks kept in the output store so a retry resumes."""
         source_store, output_store = self._stores[route.name]
         params = object_params(route, user_metadata, self._context)
-        stored = await asyncio.to_thread(source_store.get, names.key, max_bytes=self._context.limits.max_bytes)
-        seen.source = describe_source(route.input, stored.info)  # the version actually read
-        result = await within_deadline(
-            self._execute(route.task, stored.data, params), self._job_timeout_s, wait_stopped=True
-        )
-        record = self._result_record(route, names.key, seen.source, params, result, attempt)
-        await asyncio.to_thread(write_result, output_store, names, result, record)
+        with tempfile.TemporaryDirectory(prefix="portrait-object-") as folder:
+            payload, info = await asyncio.to_thread(read_object, source_store, names.key, Path(folder), self._context)
+            seen.source = describe_source(route.input, info)  # the version actually read
+            timeout_s = self._job_timeout_s
+            chunks = None
+            if isinstance(payload, Path):
+                chunks = StoreChunkStore.for_object(
+                    output_store, names.key, Path(folder) / "chunks", lambda: source_store.exists(names.key)
+                )
+                payload = VideoInput(payload, chunks)
+                timeout_s *= await asyncio.to_thread(video_deadline_factor, payload.path, self._context)
+            result = await within_deadline(self._execute(route.task, payload, params), timeout_s, wait_stopped=True)
+            record = self._result_record(route, names.key, seen.source, params, result, attempt)
+            await asyncio.to_thread(write_result, output_store, names, result, record)
+            if chunks is not None:
+                await asyncio.to_thread(chunks.clear)
         seen.lag_s = record.event_lag_s
 
     def _result_record(

@@ -13,12 +13,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from deployments.common.errors import InternalError, PortraitError
+from deployments.common.errors import InternalError, PortraitError, VideoNeedsJob
 from deployments.common.params import JobParams
+from deployments.video.probe import looks_like_video
 from serve_app.auth.caller import require_task
 from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Limits, job_context
 from serve_app.jobs.results import JobResult
+from serve_app.jobs.video import VideoInput, run_video
 from serve_app.registry import JOB_ENTRIES, JobEntry, job_entry
 
 __all__ = ["JOBS", "JobContext", "JobKind", "Limits", "job_context", "job_kind", "parse_job_params", "run_job"]
@@ -47,21 +49,36 @@ def parse_job_params(task: str, fields: Mapping[str, Any], context: JobContext) 
     return job_kind(task).parse(fields, context)
 
 
-async def run_job(backend: Backend, task: str, data: bytes, params: JobParams, context: JobContext) -> JobResult:
+async def run_job(
+    backend: Backend, task: str, data: bytes | VideoInput, params: JobParams, context: JobContext
+) -> JobResult:
     """Run one job for the current caller (403 when its key may not run ``task``); every outcome (``ok`` or the error
     code) is counted through ``backend.observe_job``. A result of a media type its registry entry does not list is
-    our bug (500), caught here before any caller reads it."""
+    our bug (500), caught here before any caller reads it.
+
+    ``data``: the photo's bytes, or a ``VideoInput`` from the asynchronous paths (jobs, bucket routes); video bytes
+    here come from a synchronous route and are refused (415 ``video_needs_job``)."""
     require_task(task)
     kind = job_kind(task)
+    size_in = data.path.stat().st_size if isinstance(data, VideoInput) else len(data)
     try:
-        result = await kind.run(backend, data, params, context)
+        if isinstance(data, VideoInput):
+            result = await run_video(backend, task, data, params, context)
+        elif looks_like_video(data[:64]):
+            raise VideoNeedsJob(
+                f"a video takes time: submit it as an asynchronous job, POST /v1/jobs with task={task}, then poll "
+                "GET /v1/jobs/{id} or pass callback_url",
+                details={"jobs_url": "/v1/jobs", "task": task},
+            )
+        else:
+            result = await kind.run(backend, data, params, context)
         if result.media_type not in kind.entry.result_media_types:
             raise InternalError(
                 f"the {task} job answered {result.media_type!r}; its registry entry lists "
                 f"{sorted(kind.entry.result_media_types)}"
             )
     except PortraitError as exc:
-        backend.observe_job(task, exc.code, "none", len(data), 0)
+        backend.observe_job(task, exc.code, "none", size_in, 0)
         raise
-    backend.observe_job(task, "ok", result.meta.engine, len(data), len(result.body))
+    backend.observe_job(task, "ok", result.meta.engine, size_in, len(result.body))
     return result

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from deployments.cartoon.compose import compose_cartoon, prepare_background
 from deployments.cartoon.params import CartoonParams
 from deployments.cartoon.types import StyleJob
 from deployments.common.admission import CARTOON_OUTPUT
+from deployments.common.engine import EngineInfo
 from deployments.common.params import parse_params
 from deployments.faces.align import align_all
+from deployments.video.pipeline import FrameResult, ProcessFrame
+from deployments.video.tracking import TrackedFace
 from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.deadline import run_stage
@@ -28,21 +34,66 @@ async def run(backend: Backend, data: bytes, params: CartoonParams, context: Job
     timings = Timings()
     with timings.stage("decode"):
         source = await decode_upload(data, context.limits, CARTOON_OUTPUT)
+    cartoon = await cartoonize(backend, source.rgb, params, timings)
+    return await encode_job_result(
+        "cartoon",
+        params,
+        source,
+        cartoon.rgb,
+        cartoon.engines,
+        faces=cartoon.faces,
+        timings=timings,
+        fallback_engine="none",
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class CartoonResult:
+    rgb: np.ndarray
+    engines: list[EngineInfo]
+    faces: int  # heads pasted
+
+
+async def cartoonize(
+    backend: Backend,
+    rgb: np.ndarray,
+    params: CartoonParams,
+    timings: Timings,
+    tracked: Sequence[TrackedFace] | None = None,
+) -> CartoonResult:
+    """Whole image and heads: the photo's faces found here, or a video frame's ``tracked`` faces (with their fade)."""
     with timings.stage("prepare"):
-        prepared = await run_stage(prepare_background, source.rgb)
+        prepared = await run_stage(prepare_background, rgb)
     with timings.stage("analyze+background"):
-        faces, background = await asyncio.gather(
-            backend.analyze_faces(source.rgb), backend.stylize_background(StyleJob(params.style, prepared.padded))
+        found, background = await asyncio.gather(
+            backend.analyze_faces(rgb) if tracked is None else _given(tracked),
+            backend.stylize_background(StyleJob(params.style, prepared.padded)),
         )
-    chosen = faces[: params.max_faces]
+    chosen = list(found[: params.max_faces])
     with timings.stage("align"):
-        aligned = await run_stage(align_all, source.rgb, chosen, HEAD_TEMPLATE)
+        aligned = await run_stage(align_all, rgb, chosen, HEAD_TEMPLATE)
     with timings.stage("heads"):
         heads = await asyncio.gather(*(backend.stylize_head(StyleJob(params.style, face.crop)) for face in aligned))
-    pasted = [(head.image, face.matrix) for face, head in zip(aligned, heads) if head.image is not None]
+    kept = [
+        (face, head, chosen_face) for face, head, chosen_face in zip(aligned, heads, chosen) if head.image is not None
+    ]
+    pasted = [(head.image, face.matrix) for face, head, _ in kept]
+    opacities = None if tracked is None else [chosen_face.opacity for _, _, chosen_face in kept]
     with timings.stage("compose"):
-        result = await run_stage(compose_cartoon, background.image, prepared, pasted)
-    engines = [background.engine] + [head.engine for head in heads if head.image is not None]
-    return await encode_job_result(
-        "cartoon", params, source, result, engines, faces=len(pasted), timings=timings, fallback_engine="none"
-    )
+        result = await run_stage(compose_cartoon, background.image, prepared, pasted, opacities)
+    engines = [background.engine] + [head.engine for _, head, _ in kept]
+    return CartoonResult(result, engines, len(pasted))
+
+
+async def _given(faces: Sequence[TrackedFace]) -> Sequence[TrackedFace]:
+    return faces
+
+
+async def frame_processor(backend: Backend, params: CartoonParams, context: JobContext) -> ProcessFrame:
+    """The job on one video frame with its tracked faces."""
+
+    async def process_frame(rgb: np.ndarray, faces: Sequence[TrackedFace]) -> FrameResult:
+        cartoon = await cartoonize(backend, rgb, params, Timings(), faces)
+        return FrameResult(cartoon.rgb, cartoon.engines)
+
+    return process_frame

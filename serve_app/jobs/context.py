@@ -16,6 +16,9 @@ from deployments.common.errors import ImageTooManyPixels
 from deployments.common.image import DecodedImage, decode_image
 from deployments.common.weights import ModelSpec, load_manifest
 from deployments.idphoto.specs import IdSpec, load_specs
+from deployments.video.pipeline import VideoOptions
+from deployments.video.probe import VideoLimits
+from deployments.video.tracking import TrackingOptions
 from serve_app.jobs.deadline import run_stage
 from serve_app.settings import Settings
 
@@ -35,6 +38,16 @@ class JobContext:
     manifest: Mapping[str, ModelSpec]
     id_specs: Mapping[str, IdSpec]
     cartoon_styles: tuple[str, ...]
+    video: VideoSettings
+
+
+@dataclass(frozen=True)
+class VideoSettings:
+    """A video job's bounds (checked from the container's header) and how its frames flow."""
+
+    max_bytes: int
+    limits: VideoLimits
+    options: VideoOptions
 
 
 def job_context(settings: Settings) -> JobContext:
@@ -43,6 +56,20 @@ def job_context(settings: Settings) -> JobContext:
         manifest=_manifest(Path(settings.models_manifest)),
         id_specs=_id_specs(Path(settings.id_specs)),
         cartoon_styles=_cartoon_styles(Path(settings.models_manifest)),
+        video=VideoSettings(
+            max_bytes=settings.max_video_bytes,
+            limits=VideoLimits(
+                max_duration_s=settings.video_max_duration_s,
+                max_frames=settings.video_max_frames,
+                max_frame_pixels=settings.video_max_frame_pixels,
+                max_output_bytes=settings.video_max_output_bytes,
+            ),
+            options=VideoOptions(
+                chunk_frames=settings.video_chunk_frames,
+                frames_in_flight=settings.video_frames_in_flight,
+                tracking=TrackingOptions(detect_every=settings.video_detect_every),
+            ),
+        ),
     )
 
 

@@ -5,7 +5,8 @@ The orchestration only: the pure steps live in ``deployments/restore/pipeline.py
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,11 +16,13 @@ from deployments.common.engine import EngineInfo
 from deployments.common.image import DecodedImage
 from deployments.common.params import parse_params
 from deployments.common.upscale import upscale_image
-from deployments.faces.align import align_all
+from deployments.faces.align import AlignedFace, HasLandmarks, align_all
 from deployments.restore.gray import is_gray
 from deployments.restore.params import RestoreParams
 from deployments.restore.pipeline import composite, select_faces, upscale_tiled
-from deployments.restore.types import FaceToRestore
+from deployments.restore.types import FaceToRestore, RestoredFace
+from deployments.video.pipeline import FrameResult, ProcessFrame
+from deployments.video.tracking import TrackedFace
 from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.deadline import run_stage
@@ -51,31 +54,71 @@ async def run(backend: Backend, data: bytes, params: RestoreParams, context: Job
     with timings.stage("analyze"):  # is the photo black and white? (CodeFormer then keeps its faces gray)
         faces, gray = await asyncio.gather(backend.analyze_faces(source.rgb), run_stage(is_gray, source.rgb))
     chosen = select_faces(faces, source.width, source.height, params)
-    with timings.stage("align"):
-        aligned = await run_stage(align_all, source.rgb, chosen, backend.restore_template(model))
-    with timings.stage("restore"):  # the background upscale runs meanwhile
-        restored, (base, background) = await asyncio.gather(
-            asyncio.gather(
-                *(backend.restore_face(FaceToRestore(a.crop, params.fidelity_for(model), gray), model) for a in aligned)
-            ),
-            upscale_background(backend, source.rgb, params),
-        )
-    with timings.stage("paste"):
-        result = await run_stage(composite, base, aligned, restored, params)
+    restored = await restore_faces(backend, source.rgb, chosen, params, model, gray, timings)
     attachments = {}
     if params.return_ == "json":
         attachments["faces"] = [
             {"box": list(face.box), "before_png_b64": png_b64(a.crop), "after_png_b64": png_b64(r.crop)}
-            for face, a, r in zip(chosen, aligned, restored)
+            for face, a, r in zip(chosen, restored.aligned, restored.faces)
         ]
     return await encode_job_result(
         "restore",
         params.model_copy(update={"model": model}),
         source,
-        result,
-        [face.engine for face in restored] + ([background] if background else []),
+        restored.rgb,
+        restored.engines,
         faces=len(chosen),
         timings=timings,
         fallback_engine="none (no face found)",
         attachments=attachments,
     )
+
+
+@dataclass(frozen=True, eq=False)
+class RestoredPhoto:
+    rgb: np.ndarray
+    aligned: list[AlignedFace]
+    faces: list[RestoredFace]
+    engines: list[EngineInfo]
+
+
+async def restore_faces(
+    backend: Backend,
+    rgb: np.ndarray,
+    faces: Sequence[HasLandmarks],
+    params: RestoreParams,
+    model: str,
+    gray: bool,
+    timings: Timings,
+    opacities: Sequence[float] | None = None,
+) -> RestoredPhoto:
+    """Align, restore (batched across requests) and paste back ``faces`` of ``rgb``, the background upscaled
+    meanwhile: a photo's faces, or a video frame's tracked ones (``opacities``: their fade)."""
+    with timings.stage("align"):
+        aligned = await run_stage(align_all, rgb, faces, backend.restore_template(model))
+    with timings.stage("restore"):  # the background upscale runs meanwhile
+        restored, (base, background) = await asyncio.gather(
+            asyncio.gather(
+                *(backend.restore_face(FaceToRestore(a.crop, params.fidelity_for(model), gray), model) for a in aligned)
+            ),
+            upscale_background(backend, rgb, params),
+        )
+    with timings.stage("paste"):
+        result = await run_stage(composite, base, aligned, restored, params, opacities)
+    engines = [face.engine for face in restored] + ([background] if background else [])
+    return RestoredPhoto(result, aligned, list(restored), engines)
+
+
+async def frame_processor(backend: Backend, params: RestoreParams, context: JobContext) -> ProcessFrame:
+    """The job on one video frame with its tracked faces (the model chosen once per video)."""
+    model = params.model or await backend.default_restore_model()
+
+    async def process_frame(rgb: np.ndarray, faces: Sequence[TrackedFace]) -> FrameResult:
+        chosen = list(faces[: params.max_faces])
+        gray = await run_stage(is_gray, rgb)
+        restored = await restore_faces(
+            backend, rgb, chosen, params, model, gray, Timings(), [face.opacity for face in chosen]
+        )
+        return FrameResult(restored.rgb, restored.engines)
+
+    return process_frame

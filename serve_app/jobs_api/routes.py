@@ -15,6 +15,7 @@ from serve_app.app_state import settings_of
 from serve_app.auth import caller_id, current_key, require_task
 from serve_app.jobs import job_context, parse_job_params
 from serve_app.jobs.results import JobResult
+from serve_app.jobs.video import check_media
 from serve_app.jobs_api.callbacks import CallbackRefused, resolve_target
 from serve_app.jobs_api.records import JobAccepted, JobListOut, job_json
 from serve_app.jobs_api.service import JobNotReady, JobsService
@@ -44,7 +45,9 @@ async def submit_job(request: Request) -> JSONResponse:
     service, settings = _jobs(request), settings_of(request)
     job = await read_submission(request, service.config, settings)
     require_task(job.task)
-    parse_job_params(job.task, job.fields, job_context(settings))
+    context = job_context(settings)
+    parse_job_params(job.task, job.fields, context)
+    await asyncio.to_thread(check_media, job.task, job.data, context)  # 413/415 now, not a failed job
     if job.callback_url is not None:
         key = current_key()
         if not ((key and key.callback_secret) or service.config.callback_secret):

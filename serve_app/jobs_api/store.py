@@ -23,6 +23,7 @@ from serve_app.bucket.records import (
     record_names,
 )
 from serve_app.bucket.routing import PARAMS_METADATA
+from serve_app.jobs.video import read_progress, work_prefix
 from serve_app.jobs_api.config import within
 from serve_app.jobs_api.layout import JobRef, idempotency_key, is_job_id
 from serve_app.jobs_api.records import JobRecord, JobState, JobView
@@ -83,6 +84,7 @@ class JobStore:
         """The input and every output (result, sheet, attachments, records); returns how many objects went."""
         output = self._outputs[task]
         doomed = [info.key for info in output.list(f"{ref.key}.")]
+        doomed += [info.key for info in output.list(work_prefix(ref.key))]  # a video's finished chunks
         doomed += [record_names(ref.key).error, f"{ATTACHMENTS_FOLDER}/{ref.key}.json", lease_name(ref.key)]
         for key in doomed:
             output.delete(key)
@@ -115,7 +117,8 @@ class JobStore:
         result = next((found for found in records if isinstance(found, ResultRecord)), None)
         error = next((found for found in records if isinstance(found, ErrorRecord)), None)
         if state.status == "queued" and not records and self._claimed(ref, record.task):
-            state = state.model_copy(update={"status": "running"})
+            progress = read_progress(self._outputs[record.task], ref.key)  # a video: frames done / frames
+            state = state.model_copy(update={"status": "running", "progress": progress or 0.0})
         return JobView(record=record, state=state, result=result, error=error)
 
     def _claimed(self, ref: JobRef, task: str) -> bool:

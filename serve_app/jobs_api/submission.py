@@ -20,14 +20,15 @@ from storage.keys import validate_key
 async def read_submission(request: Request, config: JobsConfig, settings: Settings) -> Submission:
     """The job a request submits; the body read under the same cap and deadline as the job routes'."""
     content_type = media_type(request)
+    max_bytes = max(settings.max_image_bytes, settings.max_video_bytes)  # a job may be a video; checked at submit
     if content_type != "application/json":
-        upload = await read_upload(request, settings)
+        upload = await read_upload(request, settings, max_bytes=max_bytes)
         return _submission(upload.data, dict(upload.fields))
-    limit_bytes = body_limit_bytes(content_type, settings.max_image_bytes)
+    limit_bytes = body_limit_bytes(content_type, max_bytes)
     body = await read_body(request, limit_bytes=limit_bytes, timeout_s=settings.body_timeout_s)
     payload = await asyncio.to_thread(load_json, body, "the JSON body")  # base64 at the cap: parsed off the loop
     if isinstance(payload, dict) and "input" in payload and "image_b64" not in payload:
-        data = await _read_input(str(payload.pop("input")), config, settings.max_image_bytes)
+        data = await _read_input(str(payload.pop("input")), config, max_bytes)
         return _submission(data, {**dict(request.query_params), **payload})
     upload = await asyncio.to_thread(json_upload, body, dict(request.query_params))
     return _submission(upload.data, dict(upload.fields))

@@ -83,7 +83,14 @@ for _entry in JOB_ENTRIES:  # one route per registered job: POST /v1/<name>
         name=_entry.name,
         summary=_entry.title[0].capitalize(),
         description=_entry.description,
-        responses={200: {"content": {media_type: {} for media_type in _entry.result_media_types}}, **_ERRORS},
+        responses={
+            200: {
+                "content": {
+                    media_type: {} for media_type in _entry.result_media_types if not media_type.startswith("video/")
+                }
+            },
+            **_ERRORS,
+        },
         openapi_extra=_image_body(_entry.params_model),
         tags=["jobs"],
     )

@@ -39,7 +39,7 @@ def _run(source: Path, work: Path, analyzer, process_frame, out: Path):
 
 
 async def _invert(rgb, faces):
-    return FrameResult(255 - rgb, [INVERT], len(faces))
+    return FrameResult(255 - rgb, [INVERT])
 
 
 def _frames(path: Path) -> list[np.ndarray]:

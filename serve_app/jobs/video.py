@@ -1,0 +1,211 @@
+"""A video through a job that maps frame to frame (the registry's ``frames``), for the asynchronous paths only:
+``POST /v1/jobs`` and bucket routes hand it over as a ``VideoInput`` (a file on disk and where its chunks are kept).
+
+The frames go through the same deployments as photos, as ordinary batched calls (``deployments/video/pipeline.py``);
+the chunks are kept in the job's output store under ``_work/<key>/`` so a replica lost mid-video resumes from the
+last finished chunk; they are deleted once the result is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import math
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from deployments.common.errors import ImageTooLarge, UnsupportedVideo, VideoTooLarge
+from deployments.common.params import JobParams
+from deployments.video.pipeline import ChunkStore, FolderChunkStore, transcode_video
+from deployments.video.probe import estimate_output_bytes, looks_like_video, probe_video
+from serve_app.backend import Backend
+from serve_app.jobs.context import JobContext
+from serve_app.jobs.results import JobResult, build_meta, engine_summary
+from serve_app.registry import JOB_ENTRIES, job_entry
+from storage.base import ObjectInfo, ObjectStore
+from storage.errors import ObjectNotFound
+from storage.keys import safe_join
+
+VIDEO_MEDIA_TYPE = "video/mp4"
+VIDEO_SUFFIXES = (".mp4", ".mov", ".m4v", ".mkv", ".webm")
+WORK_FOLDER = "_work"
+PROGRESS_NAME = "progress.json"
+JSON_TYPE = "application/json"
+
+
+@dataclass(frozen=True)
+class VideoInput:
+    """A video to process: ``path`` on local disk, ``chunks`` where finished chunks are kept (and found again after
+    a crash), ``on_progress`` told the fraction of frames done."""
+
+    path: Path
+    chunks: ChunkStore
+    on_progress: Callable[[float], None] | None = None
+
+
+async def run_video(
+    backend: Backend, task: str, video: VideoInput, params: JobParams, context: JobContext
+) -> JobResult:
+    entry = job_entry(task)
+    if not entry.frames:
+        raise UnsupportedVideo(f"the {task} job takes photos, not videos; video jobs: {', '.join(video_tasks())}")
+    settings = context.video
+    info = await asyncio.to_thread(probe_video, video.path, settings.limits)
+    scale = int(getattr(params, "upscale", 1))
+    estimate = estimate_output_bytes(info, scale)
+    if estimate > settings.limits.max_output_bytes:
+        raise VideoTooLarge(
+            f"the result would be about {estimate} bytes, over the limit max_output_bytes="
+            f"{settings.limits.max_output_bytes}",
+            details={"limit": "max_output_bytes", "value": estimate, "max": settings.limits.max_output_bytes},
+        )
+    module = importlib.import_module(f"serve_app.jobs.{entry.name}")
+    process_frame = await module.frame_processor(backend, params, context)
+    with tempfile.TemporaryDirectory(prefix="portrait-video-") as folder:
+        out_path = Path(folder) / "result.mp4"
+        report = await transcode_video(
+            video.path,
+            info,
+            backend.analyze_faces,
+            process_frame,
+            video.chunks,
+            out_path,
+            settings.options,
+            on_progress=video.on_progress,
+        )
+        body = await asyncio.to_thread(out_path.read_bytes)
+    if len(body) > settings.limits.max_output_bytes:
+        raise VideoTooLarge(
+            f"the result is {len(body)} bytes, over the limit max_output_bytes={settings.limits.max_output_bytes}",
+            details={"limit": "max_output_bytes", "value": len(body), "max": settings.limits.max_output_bytes},
+        )
+    engine, weights = engine_summary(report.engines, fallback="none (no frame)")
+    meta = build_meta(
+        task,
+        params,
+        engine,
+        weights,
+        faces=max(report.faces_per_frame, default=0),
+        size_wh=(info.width * scale, info.height * scale),
+        media_type=VIDEO_MEDIA_TYPE,
+        body=body,
+        timings_ms=report.timings_ms,
+    ).model_copy(update={"video": report.to_json()})
+    return JobResult(body=body, media_type=VIDEO_MEDIA_TYPE, meta=meta)
+
+
+def work_prefix(key: str) -> str:
+    """Where the chunks of the video at ``key`` are kept in its route's output store."""
+    return safe_join(WORK_FOLDER, key) + "/"
+
+
+def read_progress(store: ObjectStore, key: str) -> float | None:
+    """The fraction of frames done of the video at ``key`` while it runs; None when no chunk is finished. Blocking."""
+    try:
+        stored = store.get(work_prefix(key) + PROGRESS_NAME, max_bytes=4096)
+    except ObjectNotFound:
+        return None
+    return float(json.loads(stored.data)["progress"])
+
+
+def read_object(store: ObjectStore, key: str, folder: Path, context: JobContext) -> tuple[bytes | Path, ObjectInfo]:
+    """An object of a bucket or jobs route: a photo's bytes (at most the image cap), or the path of a video streamed
+    to ``folder`` (at most the video cap). Blocking."""
+    path = folder / "source"
+    with path.open("wb") as handle:
+        info = store.get_to(key, handle, max_bytes=max(context.limits.max_bytes, context.video.max_bytes))
+    with path.open("rb") as handle:
+        head = handle.read(64)
+    if looks_like_video(head):
+        return path, info
+    if info.size > context.limits.max_bytes:
+        raise ImageTooLarge(
+            f"the object is {info.size} bytes; the limit for a photo is {context.limits.max_bytes}",
+            details={"max_bytes": context.limits.max_bytes},
+        )
+    return path.read_bytes(), info
+
+
+def check_media(task: str, data: bytes, context: JobContext) -> None:
+    """What ``POST /v1/jobs`` checks of its input before accepting it: a video against the video limits (its
+    header) and the job's ability to take one, a photo against the photo byte cap. Blocking."""
+    if not looks_like_video(data[:64]):
+        if len(data) > context.limits.max_bytes:
+            raise ImageTooLarge(
+                f"the image is {len(data)} bytes; the limit is {context.limits.max_bytes}",
+                details={"max_bytes": context.limits.max_bytes},
+            )
+        return
+    if not job_entry(task).frames:
+        raise UnsupportedVideo(f"the {task} job takes photos, not videos; video jobs: {', '.join(video_tasks())}")
+    with tempfile.TemporaryDirectory(prefix="portrait-probe-") as folder:
+        path = Path(folder) / "source"
+        path.write_bytes(data)
+        probe_video(path, context.video.limits)
+
+
+def video_tasks() -> list[str]:
+    return [entry.name for entry in JOB_ENTRIES if entry.frames]
+
+
+def video_deadline_factor(path: Path, context: JobContext) -> int:
+    """A video gets the job timeout once per chunk (a 10-minute film is not a 12 MP photo); at least once."""
+    info = probe_video(path, context.video.limits)
+    return max(1, math.ceil(info.frames / context.video.options.chunk_frames))
+
+
+class StoreChunkStore:
+    """A video's finished chunks in an object store (``<prefix>chunk-00012.mp4`` and ``.json``, the JSON written
+    last), mirrored to a local folder as they are read back for the final join."""
+
+    def __init__(
+        self, store: ObjectStore, prefix: str, local: Path, source_alive: Callable[[], bool] | None = None
+    ) -> None:
+        self._store, self._prefix, self._local = store, prefix, FolderChunkStore(local)
+        self._source_alive = source_alive
+
+    @classmethod
+    def for_object(
+        cls, store: ObjectStore, key: str, local: Path, source_alive: Callable[[], bool] | None = None
+    ) -> StoreChunkStore:
+        """``source_alive``: asked before each chunk is stored; False (the job was cancelled, the object deleted)
+        stops the video there (``ObjectNotFound``), its chunks deleted."""
+        return cls(store, work_prefix(key), local, source_alive)
+
+    def _key(self, index: int, suffix: str) -> str:
+        return f"{self._prefix}chunk-{index:05d}{suffix}"
+
+    def finished(self) -> int:
+        count = 0
+        while self._store.exists(self._key(count, ".json")):
+            count += 1
+        return count
+
+    def save(self, index: int, segment: Path, state: dict[str, Any]) -> None:
+        if self._source_alive is not None and not self._source_alive():
+            self.clear()
+            raise ObjectNotFound("the video was cancelled or deleted while it ran", key=self._prefix)
+        self._store.put(self._key(index, ".mp4"), segment.read_bytes(), content_type=VIDEO_MEDIA_TYPE)
+        self._store.put(self._key(index, ".json"), json.dumps(state).encode(), content_type=JSON_TYPE)
+        progress = {"progress": state.get("progress", 0.0), "chunks": index + 1}
+        self._store.put(self._prefix + PROGRESS_NAME, json.dumps(progress).encode(), content_type=JSON_TYPE)
+        self._local.save(index, segment, state)
+
+    def segment(self, index: int) -> Path:
+        local = self._local.segment(index)
+        if not local.exists():
+            with local.open("wb") as handle:
+                self._store.get_to(self._key(index, ".mp4"), handle, max_bytes=1 << 31)
+        return local
+
+    def state(self, index: int) -> dict[str, Any]:
+        return json.loads(self._store.get(self._key(index, ".json"), max_bytes=1 << 26).data)
+
+    def clear(self) -> None:
+        """Delete every chunk (the result is written)."""
+        for info in list(self._store.list(self._prefix)):
+            self._store.delete(info.key)

@@ -1,0 +1,173 @@
+"""Videos through the asynchronous paths: ``POST /v1/jobs`` and a bucket folder route, the same frames, rate, length
+and audio back, the face where it was; refused with a clear 4xx on the synchronous routes and for bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from deployments.common.errors import StageUnavailable
+from deployments.video.frames import read_chunks
+from deployments.video.probe import VideoLimits, probe_video
+from serve_app.bucket.outcomes import Status
+from serve_app.settings import Settings
+from tests.unit.bucket.bucket_fixtures import make_worker
+from tests.unit.video.clips import make_clip
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory) -> bytes:
+    """1 s, 320x240, 25 fps, the astronaut's face crossing and zooming, a 440 Hz tone."""
+    return make_clip(tmp_path_factory.mktemp("clip") / "clip.mp4", seconds=1.0).read_bytes()
+
+
+def _streams(path: Path) -> dict[str, float]:
+    with av.open(str(path)) as container:
+        return {s.type: float(s.duration * s.time_base) for s in container.streams}
+
+
+def _face_centre(analyzer, rgb: np.ndarray) -> np.ndarray:
+    faces = analyzer.analyze(rgb)
+    assert len(faces) == 1
+    return np.asarray(faces[0].landmarks, np.float64).mean(axis=0)
+
+
+def _assert_same_video(source: Path, result: Path, local_backend) -> None:
+    info_in, info_out = probe_video(source, VideoLimits()), probe_video(result, VideoLimits())
+    assert (info_out.width, info_out.height, info_out.fps, info_out.codec, info_out.audio_codec) == (
+        info_in.width,
+        info_in.height,
+        info_in.fps,
+        "h264",
+        "aac",
+    )
+    frames_in = [f for chunk in read_chunks(source, 100) for f in chunk.frames]
+    frames_out = [f for chunk in read_chunks(result, 100) for f in chunk.frames]
+    assert len(frames_out) == len(frames_in) == 25
+    streams_in, streams_out = _streams(source), _streams(result)
+    assert streams_out["video"] == pytest.approx(streams_in["video"], abs=1 / 25)
+    assert streams_out["audio"] == pytest.approx(streams_in["audio"], abs=0.05)
+    analyzer = local_backend._analyzer
+    for index in (0, 12, 24):  # the face is where it was in the input
+        moved = np.linalg.norm(_face_centre(analyzer, frames_out[index]) - _face_centre(analyzer, frames_in[index]))
+        assert moved < 4.0, (index, moved)
+
+
+@pytest.mark.parametrize("task", ["restore", "cartoon"])
+def test_a_video_job_comes_back_with_the_same_frames_rate_length_audio_and_face_positions(
+    jobs_app,
+    clip,
+    task,
+    tmp_path,
+    local_backend,
+):
+    client = jobs_app.client
+    accepted = client.post("/v1/jobs", files={"video": ("clip.mp4", clip, "video/mp4")}, data={"task": task})
+    assert accepted.status_code == 202, accepted.text
+    done = jobs_app.wait(accepted.json()["id"])
+    assert done["status"] == "succeeded", done
+    meta = done["result"]["meta"]
+    assert (done["result"]["media_type"], meta["media_type"], meta["faces"]) == ("video/mp4", "video/mp4", 1)
+    video = meta["video"]
+    assert (video["frames"], video["fps"], video["tracks"], video["resumed_from_chunk"]) == (25, 25.0, 1, 0)
+    assert video["faces_per_frame"] == [1] * 25
+    result = client.get(accepted.json()["result_url"])
+    assert (result.status_code, result.headers["content-type"]) == (200, "video/mp4")
+    source, out = tmp_path / "in.mp4", tmp_path / "out.mp4"
+    source.write_bytes(clip)
+    out.write_bytes(result.content)
+    _assert_same_video(source, out, local_backend)
+
+
+def test_the_synchronous_routes_refuse_a_video_naming_the_jobs_api(jobs_app, clip):
+    answer = jobs_app.client.post("/v1/restore", files={"image": ("clip.mp4", clip, "video/mp4")})
+    assert answer.status_code == 415
+    assert answer.json()["error"]["code"] == "video_needs_job"
+    assert answer.json()["error"]["details"] == {"jobs_url": "/v1/jobs", "task": "restore"}
+
+
+def test_bad_videos_are_refused_at_submit_with_a_clear_4xx(jobs_app, clip, tmp_path):
+    client = jobs_app.client
+
+    def submit(data: bytes, task: str = "restore"):
+        return client.post("/v1/jobs", files={"video": ("v.mp4", data, "video/mp4")}, data={"task": task})
+
+    truncated = submit(clip[: len(clip) // 3])
+    assert (truncated.status_code, truncated.json()["error"]["code"]) in (
+        (400, "corrupt_video"),
+        (415, "unsupported_video"),
+    )
+    no_video = tmp_path / "tone.mp4"
+    make_clip(tmp_path / "silent.mp4", seconds=0.2, width=64, height=48)
+    with av.open(str(no_video), "w", format="mp4") as out:
+        stream = out.add_stream("aac", rate=48000)
+        frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="flt", layout="mono")
+        frame.sample_rate = 48000
+        out.mux(stream.encode(frame))
+        out.mux(stream.encode(None))
+    audio_only = submit(no_video.read_bytes())
+    assert (audio_only.status_code, audio_only.json()["error"]["code"]) == (415, "unsupported_video")
+    idphoto = submit(clip, task="idphoto")
+    assert (idphoto.status_code, idphoto.json()["error"]["code"]) == (415, "unsupported_video")
+    huge = make_clip(tmp_path / "huge.mp4", seconds=0.04, width=4096, height=2304, audio=None)
+    too_big = submit(huge.read_bytes())
+    assert (too_big.status_code, too_big.json()["error"]["code"]) == (413, "video_too_large")
+    assert too_big.json()["error"]["details"]["limit"] == "max_frame_pixels"
+    assert list(jobs_app.store.refs()) == []  # nothing refused was accepted
+
+
+def test_a_video_longer_than_the_limit_is_a_413_naming_it(jobs_app, clip):
+    jobs_app.client.app.state.settings = Settings(video_max_duration_s=0.5)
+    answer = jobs_app.client.post("/v1/jobs", files={"video": ("v.mp4", clip, "video/mp4")}, data={"task": "restore"})
+    assert answer.status_code == 413
+    assert answer.json()["error"]["details"] == {"limit": "max_duration_s", "value": 1.0, "max": 0.5}
+
+
+def test_a_bucket_folder_route_turns_a_video_into_a_video_and_a_record(tmp_path, clip, local_backend, job_ctx):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "clip.mp4").write_bytes(clip)
+    worker = make_worker(tmp_path, local_backend, job_ctx, task="cartoon")
+    outcomes = asyncio.run(worker.reconcile_all())
+    assert [(o.key, o.status) for o in outcomes] == [("clip.mp4", Status.DONE)]
+    record = json.loads((tmp_path / "out" / "clip.json").read_text())
+    assert (record["result_key"], record["meta"]["media_type"]) == ("clip.mp4", "video/mp4")
+    video = record["meta"]["video"]
+    assert (video["frames"], video["fps"], video["duration_s"], video["tracks"]) == (25, 25.0, 1.0, 1)
+    assert set(video["timings_ms"]) == {"decode", "analyze", "frames", "encode", "assemble"}
+    _assert_same_video(tmp_path / "in" / "clip.mp4", tmp_path / "out" / "clip.mp4", local_backend)
+    leftovers = [path for path in (tmp_path / "out").glob("_work/**/*") if path.is_file()]
+    assert leftovers == []  # the chunks are gone once the result is written
+
+
+class _LosesAReplica:
+    """The local backend, except that one face analysis mid-video fails as a lost replica does (503 unavailable)."""
+
+    def __init__(self, backend, fail_at_call: int) -> None:
+        self._backend, self._calls, self._fail_at = backend, 0, fail_at_call
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    async def analyze_faces(self, image):
+        self._calls += 1
+        if self._calls == self._fail_at:
+            raise StageUnavailable("the FaceAnalyzer replica died under the call")
+        return await self._backend.analyze_faces(image)
+
+
+def test_a_replica_lost_mid_video_is_retried_and_resumes_from_the_last_stored_chunk(
+    tmp_path, clip, local_backend, job_ctx
+):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "clip.mp4").write_bytes(clip)
+    worker = make_worker(tmp_path, _LosesAReplica(local_backend, fail_at_call=20), job_ctx, task="restore")
+    outcomes = asyncio.run(worker.reconcile_all())
+    assert [(o.key, o.status, o.attempts) for o in outcomes] == [("clip.mp4", Status.DONE, 2)]
+    video = json.loads((tmp_path / "out" / "clip.json").read_text())["meta"]["video"]
+    assert (video["resumed_from_chunk"], video["frames"], video["faces_per_frame"]) == (1, 25, [1] * 25)
+    _assert_same_video(tmp_path / "in" / "clip.mp4", tmp_path / "out" / "clip.mp4", local_backend)
