@@ -72,6 +72,11 @@ class JobEntry:
     def route(self) -> str:
         return f"/v1/{self.name}"
 
+    @property
+    def photo_media_types(self) -> tuple[str, ...]:
+        """What the synchronous route answers (a video result comes only from a job or a bucket route)."""
+        return tuple(media_type for media_type in self.result_media_types if not media_type.startswith("video/"))
+
 
 JOB_ENTRIES: tuple[JobEntry, ...] = (
     JobEntry(

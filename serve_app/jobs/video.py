@@ -122,9 +122,9 @@ def read_object(store: ObjectStore, key: str, folder: Path, context: JobContext)
         head = handle.read(64)
     if looks_like_video(head):
         return path, info
-    if info.size > context.limits.max_bytes:
+    if info.size_bytes > context.limits.max_bytes:
         raise ImageTooLarge(
-            f"the object is {info.size} bytes; the limit for a photo is {context.limits.max_bytes}",
+            f"the object is {info.size_bytes} bytes; the limit for a photo is {context.limits.max_bytes}",
             details={"max_bytes": context.limits.max_bytes},
         )
     return path.read_bytes(), info

@@ -54,7 +54,10 @@ def test_every_entry_has_its_orchestration_module():
 def test_every_output_format_a_job_accepts_is_one_of_its_result_media_types():
     for entry in JOB_ENTRIES:
         formats = {value for value in enum_values(entry.params_model, "format") if value != "auto"}
-        assert {MEDIA_TYPES[fmt] for fmt in formats} == set(entry.result_media_types), entry.name
+        assert {MEDIA_TYPES[fmt] for fmt in formats} == set(entry.photo_media_types), entry.name
+        assert set(entry.result_media_types) - set(entry.photo_media_types) == (
+            {"video/mp4"} if entry.frames else set()
+        )
         for media_type, extension in entry.result_media_types.items():
             assert result_extension(media_type) == extension
 
@@ -70,7 +73,7 @@ def test_every_job_route_and_its_openapi_text_come_from_the_registry():
         operation = paths[entry.route]["post"]
         assert operation["description"] == entry.description
         media_types = set(operation["responses"]["200"]["content"])
-        assert media_types == {*entry.result_media_types, "application/json"}  # return=json
+        assert media_types == {*entry.photo_media_types, "application/json"}  # return=json; a video is a job's
         options = operation["requestBody"]["content"]["application/json"]["schema"]["properties"]
         assert set(options) - {"image_b64"} == set(entry.params_model.model_json_schema(by_alias=True)["properties"])
 

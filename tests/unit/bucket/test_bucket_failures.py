@@ -82,7 +82,7 @@ def records_of(out: LocalStore) -> dict[str, dict]:
         ("out", "get", "a.json"),
         ("out", "put", None),
         ("in", "head", None),
-        ("in", "get", None),
+        ("in", "get_to", None),
     ],
     ids=["writing-the-result", "writing-the-record", "reading-records", "claiming", "head", "reading-the-object"],
 )
@@ -115,7 +115,7 @@ def test_a_webhook_object_survives_an_output_blip(tmp_path, local_backend, job_c
     ("side", "method", "error", "code"),
     [
         ("in", "head", AccessDenied("denied", status=403), "access_denied"),
-        ("in", "get", ObjectArchived("in Glacier", status=403), "object_archived"),
+        ("in", "get_to", ObjectArchived("in Glacier", status=403), "object_archived"),
         ("out", "put", KeyTooLong("key too long", status=400), "key_too_long"),
     ],
 )
@@ -138,7 +138,7 @@ def test_a_throttled_store_is_retried_then_left_for_the_next_scan_with_nothing_w
     tmp_path, local_backend, job_ctx, photo_jpeg
 ):
     LocalStore(tmp_path / "in").put("a.jpg", photo_jpeg, content_type="image/jpeg")
-    throttled = faulty_opener("in", "get", StoreUnavailable("SlowDown", status=503), times=None)
+    throttled = faulty_opener("in", "get_to", StoreUnavailable("SlowDown", status=503), times=None)
     worker = make_worker(tmp_path, local_backend, job_ctx, store_opener=throttled)
     outcomes = run(worker.reconcile(worker.table.routes[0]))
     assert [(o.status, o.code, o.attempts) for o in outcomes] == [(Status.DEFERRED, "store_unavailable", 3)]
