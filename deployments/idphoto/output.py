@@ -8,13 +8,16 @@ cannot be reached even at quality 100 with 4:4:4, the best we can do is returned
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import cv2
 import numpy as np
 
+from deployments.common.admission import IDPHOTO_OUTPUT, MEGAPIXEL, PixelCap
 from deployments.common.image import encode_image
+from deployments.idphoto.specs import mm_to_px
 
 logger = logging.getLogger(__name__)
 
@@ -22,11 +25,44 @@ KB_BYTES = 1024
 DEFAULT_QUALITY = 92
 SHEET_QUALITY = 95
 SHEET_DPI = 300.0
-# Sheet sizes in pixels at 300 DPI, landscape: 4x6 in, 3.5x5 in, A4 (210x297 mm).
-SHEET_SIZES_PX: dict[str, tuple[int, int]] = {"6inch": (1800, 1200), "5inch": (1500, 1050), "a4": (3508, 2480)}
+# Margin and least gap at 300 DPI (scaled to a custom canvas's DPI).
 SHEET_MIN_MARGIN_PX = 30
 SHEET_MIN_GAP_PX = 20
 CUT_LINE_GREY = 200
+HD_MIN_SHORT_SIDE_PX = 600
+# A custom canvas: A2 at 300 DPI is 34.9 MP; sheets are assembled in memory at 3 bytes per pixel.
+SHEET_OUTPUT = PixelCap("a print sheet", 36 * MEGAPIXEL)
+
+
+@dataclass(frozen=True)
+class SheetCanvas:
+    """A print sheet, landscape: its pixels at ``dpi``, and the gap between copies when the caller fixed it."""
+
+    size_wh: tuple[int, int]
+    dpi: float
+    gap_px: int | None = None
+
+    def px(self, px_at_300_dpi: int) -> int:
+        return int(round(px_at_300_dpi * self.dpi / SHEET_DPI))
+
+
+# Landscape at 300 DPI: 4x6 in, 3.5x5 in, A4 (210x297 mm); 3R and 4R are the photo trade's names of 3.5x5 in and
+# 4x6 in (the same paper as 5inch and 6inch).
+PRESET_SHEETS: dict[str, SheetCanvas] = {
+    "6inch": SheetCanvas((1800, 1200), SHEET_DPI),
+    "5inch": SheetCanvas((1500, 1050), SHEET_DPI),
+    "a4": SheetCanvas((3508, 2480), SHEET_DPI),
+    "3r": SheetCanvas((1500, 1050), SHEET_DPI),
+    "4r": SheetCanvas((1800, 1200), SHEET_DPI),
+}
+
+
+def custom_canvas(width_mm: float, height_mm: float, dpi: float, gap_mm: float | None) -> SheetCanvas:
+    """A caller's canvas (either orientation; copies are laid out whichever way more fit)."""
+    width_px, height_px = mm_to_px(width_mm, dpi), mm_to_px(height_mm, dpi)
+    SHEET_OUTPUT.admit(width_px, height_px)
+    gap_px = None if gap_mm is None else mm_to_px(gap_mm, dpi)
+    return SheetCanvas((max(width_px, height_px), min(width_px, height_px)), float(dpi), gap_px)
 
 
 @dataclass(frozen=True)
@@ -62,7 +98,7 @@ class EncodedPhoto:
 
 @dataclass(frozen=True)
 class SheetLayout:
-    """Where copies go on a print sheet (all in sheet pixels at 300 DPI)."""
+    """Where copies go on a print sheet (all in sheet pixels at the canvas's DPI)."""
 
     sheet_wh: tuple[int, int]
     photo_wh: tuple[int, int]
@@ -160,33 +196,63 @@ def _highest_quality_under(encode, subsampling: str, high_bytes: int) -> tuple[i
     return best
 
 
-def plan_sheet(layout: str, photo_size_px: tuple[int, int], photo_dpi: float) -> SheetLayout:
-    """As many upright copies as fit, trying the sheet both ways round; gaps spread evenly.
+def hd_size(size_wh: tuple[int, int], out_px_per_src_px: float) -> tuple[int, int]:
+    """The HD copy's size: the spec's aspect ratio at the source's own detail (one output pixel per source pixel),
+    at least ``HD_MIN_SHORT_SIDE_PX`` on the short side, within the ID-photo output cap."""
+    factor = hd_factor(size_wh, out_px_per_src_px)
+    return (max(1, int(round(size_wh[0] * factor))), max(1, int(round(size_wh[1] * factor))))
 
-    The photo keeps its physical size: a 350 DPI preset is resampled to 300 DPI for the sheet.
+
+def hd_factor(size_wh: tuple[int, int], out_px_per_src_px: float = 1.0) -> float:
+    width, height = size_wh
+    least = max(1.0, HD_MIN_SHORT_SIDE_PX / min(width, height))
+    most = math.sqrt(IDPHOTO_OUTPUT.max_pixels / (width * height))
+    return max(least, min(1.0 / out_px_per_src_px, most))
+
+
+def scale_affine(affine: np.ndarray, factor: float) -> np.ndarray:
+    """``affine`` followed by a ``factor`` zoom of the output grid, pixel centres kept aligned."""
+    return np.asarray(affine, dtype=np.float64) * factor + np.array([[0.0, 0.0, 1.0], [0.0, 0.0, 1.0]]) * (
+        (factor - 1.0) / 2.0
+    )
+
+
+def plan_sheet(canvas: SheetCanvas, photo_size_px: tuple[int, int], photo_dpi: float) -> SheetLayout:
+    """As many upright copies as fit, trying the sheet both ways round; gaps spread evenly, or exactly
+    ``canvas.gap_px`` with the block centred when the caller fixed the gap.
+
+    The photo keeps its physical size: a 350 DPI preset is resampled to the sheet's DPI.
     """
-    landscape = SHEET_SIZES_PX[layout]
-    scale = SHEET_DPI / photo_dpi
-    photo_w, photo_h = (int(round(v * scale)) for v in photo_size_px)
+    scale = canvas.dpi / photo_dpi
+    photo_w, photo_h = (max(1, int(round(v * scale))) for v in photo_size_px)
+    min_gap = canvas.gap_px if canvas.gap_px is not None else canvas.px(SHEET_MIN_GAP_PX)
+    margin = canvas.px(SHEET_MIN_MARGIN_PX)
     options = []
-    for sheet_w, sheet_h in (landscape, landscape[::-1]):
-        columns = _copies_along(sheet_w, photo_w)
-        rows = _copies_along(sheet_h, photo_h)
+    for sheet_w, sheet_h in (canvas.size_wh, canvas.size_wh[::-1]):
+        columns = _copies_along(sheet_w, photo_w, margin, min_gap)
+        rows = _copies_along(sheet_h, photo_h, margin, min_gap)
         options.append((columns * rows, sheet_w, sheet_h, columns, rows))
     count, sheet_w, sheet_h, columns, rows = max(options, key=lambda o: o[0])
-    gap_x = (sheet_w - columns * photo_w) / (columns + 1) if count else 0
-    gap_y = (sheet_h - rows * photo_h) / (rows + 1) if count else 0
-    origins = tuple(
-        (int(round(gap_x + c * (photo_w + gap_x))), int(round(gap_y + r * (photo_h + gap_y))))
-        for r in range(rows)
-        for c in range(columns)
-    )
+    if not count:
+        return SheetLayout((sheet_w, sheet_h), (photo_w, photo_h), 0, 0, ())
+    xs = _starts(sheet_w, photo_w, columns, canvas.gap_px)
+    ys = _starts(sheet_h, photo_h, rows, canvas.gap_px)
+    origins = tuple((x, y) for y in ys for x in xs)
     return SheetLayout((sheet_w, sheet_h), (photo_w, photo_h), columns, rows, origins)
 
 
-def _copies_along(sheet_px: int, photo_px: int) -> int:
-    usable = sheet_px - 2 * SHEET_MIN_MARGIN_PX + SHEET_MIN_GAP_PX
-    return max(0, usable // (photo_px + SHEET_MIN_GAP_PX))
+def _starts(sheet_px: int, photo_px: int, copies: int, gap_px: int | None) -> list[int]:
+    """Where each copy starts along one side: even gaps (edges included), or a fixed gap with the block centred."""
+    if gap_px is None:
+        gap = (sheet_px - copies * photo_px) / (copies + 1)
+        return [int(round(gap + i * (photo_px + gap))) for i in range(copies)]
+    first = (sheet_px - copies * photo_px - (copies - 1) * gap_px) // 2
+    return [first + i * (photo_px + gap_px) for i in range(copies)]
+
+
+def _copies_along(sheet_px: int, photo_px: int, margin_px: int, gap_px: int) -> int:
+    usable = sheet_px - 2 * margin_px + gap_px
+    return max(0, usable // (photo_px + gap_px))
 
 
 def render_sheet(photo_rgb: np.ndarray, plan: SheetLayout, *, cut_lines: bool = False) -> np.ndarray:
@@ -207,5 +273,5 @@ def render_sheet(photo_rgb: np.ndarray, plan: SheetLayout, *, cut_lines: bool = 
     return sheet
 
 
-def encode_sheet(sheet_rgb: np.ndarray, fmt: Literal["jpeg", "png"]) -> bytes:
-    return encode_image(sheet_rgb, fmt, dpi=(SHEET_DPI, SHEET_DPI), quality=SHEET_QUALITY, subsampling="4:4:4")
+def encode_sheet(sheet_rgb: np.ndarray, fmt: Literal["jpeg", "png"], dpi: float = SHEET_DPI) -> bytes:
+    return encode_image(sheet_rgb, fmt, dpi=(dpi, dpi), quality=SHEET_QUALITY, subsampling="4:4:4")

@@ -19,7 +19,18 @@ from deployments.common.errors import InternalError, InvalidParameter
 from deployments.common.params import JobParams
 from deployments.common.params import parse_params as parse_job_params
 from deployments.idphoto.matte import DEFAULT_MATTING, Matting
+from deployments.idphoto.output import (
+    HD_MIN_SHORT_SIDE_PX,
+    PRESET_SHEETS,
+    SHEET_DPI,
+    SHEET_OUTPUT,
+    SheetCanvas,
+    custom_canvas,
+    hd_size,
+)
 from deployments.idphoto.specs import IdSpec, custom_spec, default_specs, mm_to_px
+from deployments.idphoto.touchup import Touchups
+from deployments.idphoto.watermark import Watermark
 
 NAMED_COLOURS: dict[str, str] = {
     "white": "#ffffff",
@@ -73,7 +84,11 @@ class IdPhotoParams(JobParams):
     format: Literal["jpeg", "png"] = "jpeg"
     min_kb: int | None = Field(default=None, ge=1, le=20000)
     max_kb: int | None = Field(default=None, ge=1, le=20000)
-    layout: Literal["none", "6inch", "5inch", "a4"] = "none"
+    layout: Literal["none", "6inch", "5inch", "a4", "3r", "4r", "custom"] = "none"
+    canvas_width_mm: float | None = Field(default=None, ge=25, le=600, description="layout=custom: the sheet's width")
+    canvas_height_mm: float | None = Field(default=None, ge=25, le=600, description="layout=custom: its height")
+    canvas_dpi: float = Field(default=SHEET_DPI, ge=72, le=600, description="layout=custom: the sheet's DPI")
+    gap_mm: float | None = Field(default=None, ge=0, le=50, description="layout=custom: space between copies")
     cut_lines: bool = False
     lighting: bool = True
     align: bool = Field(default=True, description="level a tilted eye line before cropping")
@@ -81,6 +96,20 @@ class IdPhotoParams(JobParams):
     matting: Matting = Field(
         default=DEFAULT_MATTING, description="modnet: MODNet matting, hair strands kept; selfie: fast, coarser edges"
     )
+    # Touch-ups of the person only (HivisionIDPhotos' names and ranges; see deployments/idphoto/touchup.py).
+    whitening_strength: float = Field(default=0.0, ge=0, le=30)
+    brightness_strength: float = Field(default=0.0, ge=-50, le=50)
+    contrast_strength: float = Field(default=0.0, ge=-100, le=100)
+    saturation_strength: float = Field(default=0.0, ge=-100, le=100)
+    sharpen_strength: float = Field(default=0.0, ge=0, le=5)
+    horizontal_flip: bool = False
+    hd: bool = Field(default=False, description="also an HD copy at the spec's aspect ratio, short side >= 600 px")
+    watermark_text: str | None = Field(default=None, min_length=1, max_length=64)
+    watermark_size: int = Field(default=20, ge=8, le=200, description="font size in output pixels")
+    watermark_opacity: float = Field(default=0.5, ge=0, le=1)
+    watermark_angle: float = Field(default=30.0, ge=-360, le=360, description="degrees, counter-clockwise")
+    watermark_color: str = "#000000"
+    watermark_space: int = Field(default=25, ge=0, le=500, description="pixels between repeats")
 
     @field_validator("spec")
     @classmethod
@@ -97,6 +126,14 @@ class IdPhotoParams(JobParams):
     @classmethod
     def _colour(cls, value: str | None) -> str | None:
         return None if value is None else parse_colour(value)
+
+    @field_validator("watermark_color")
+    @classmethod
+    def _opaque_colour(cls, value: str) -> str:
+        colour = parse_colour(value)
+        if colour == TRANSPARENT:
+            raise ValueError("a watermark needs a colour; lower watermark_opacity to make it fainter")
+        return colour
 
     @model_validator(mode="after")
     def _consistent(self) -> IdPhotoParams:
@@ -117,6 +154,9 @@ class IdPhotoParams(JobParams):
         too_large = IDPHOTO_OUTPUT.problem(*px) if px[0] is not None else None
         if too_large is not None:
             raise ValueError(f"{too_large}: ask for fewer millimetres, a lower dpi or fewer pixels")
+        hd_too_large = IDPHOTO_OUTPUT.problem(*hd_size(px, 1.0)) if px[0] is not None and self.hd else None
+        if hd_too_large is not None:
+            raise ValueError(f"hd: the HD copy (short side {HD_MIN_SHORT_SIDE_PX} px) would be {hd_too_large}")
         if self.background == TRANSPARENT:
             if self.format != "png":
                 raise ValueError("background=transparent needs format=png (JPEG has no alpha channel)")
@@ -131,8 +171,52 @@ class IdPhotoParams(JobParams):
         if self.min_kb is not None and self.max_kb is not None and self.min_kb > self.max_kb:
             raise ValueError(f"min_kb ({self.min_kb}) must not exceed max_kb ({self.max_kb})")
         if self.cut_lines and self.layout == "none":
-            raise ValueError("cut_lines needs a layout (6inch, 5inch or a4)")
+            raise ValueError("cut_lines needs a layout (6inch, 5inch, a4, 3r, 4r or custom)")
+        self._consistent_canvas()
         return self
+
+    def _consistent_canvas(self) -> None:
+        canvas = (self.canvas_width_mm, self.canvas_height_mm)
+        custom_fields = sorted({"canvas_width_mm", "canvas_height_mm", "canvas_dpi", "gap_mm"} & self.model_fields_set)
+        if self.layout != "custom":
+            if custom_fields:
+                raise ValueError(f"{', '.join(custom_fields)} apply to layout=custom only")
+            return
+        if canvas[0] is None or canvas[1] is None:
+            raise ValueError("layout=custom needs canvas_width_mm and canvas_height_mm")
+        width_px, height_px = mm_to_px(canvas[0], self.canvas_dpi), mm_to_px(canvas[1], self.canvas_dpi)
+        too_large = SHEET_OUTPUT.problem(width_px, height_px)
+        if too_large is not None:
+            raise ValueError(f"{too_large}: ask for a smaller canvas or a lower canvas_dpi")
+
+    def touchups(self) -> Touchups:
+        return Touchups(
+            whitening_strength=self.whitening_strength,
+            brightness_strength=self.brightness_strength,
+            contrast_strength=self.contrast_strength,
+            saturation_strength=self.saturation_strength,
+            sharpen_strength=self.sharpen_strength,
+        )
+
+    def sheet_canvas(self) -> SheetCanvas | None:
+        """The print sheet asked for, or None (``layout=none``)."""
+        if self.layout == "none":
+            return None
+        if self.layout != "custom":
+            return PRESET_SHEETS[self.layout]
+        return custom_canvas(self.canvas_width_mm, self.canvas_height_mm, self.canvas_dpi, self.gap_mm)
+
+    def watermark(self) -> Watermark | None:
+        if self.watermark_text is None:
+            return None
+        return Watermark(
+            text=self.watermark_text,
+            size_px=self.watermark_size,
+            opacity=self.watermark_opacity,
+            angle_deg=self.watermark_angle,
+            colour_rgb=hex_to_rgb(self.watermark_color),
+            space_px=self.watermark_space,
+        )
 
     def resolve_spec(self, specs: Mapping[str, IdSpec] | None = None) -> IdSpec:
         """The preset, or a custom spec; ``head_ratio``/``top_ratio`` narrow its ranges to ±0.02 around the target."""

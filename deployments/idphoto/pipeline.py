@@ -9,9 +9,7 @@ photo with no face at all raises :class:`NoFaceFound` (there is nothing to crop)
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,12 +19,12 @@ from deployments.common.affine import eye_roll_deg
 from deployments.common.errors import InternalError, NoFaceFound, NotCompliant
 from deployments.common.image import require_image
 from deployments.faces.types import Face
-from deployments.idphoto.background import composite, render_background
-from deployments.idphoto.geometry import Framing, plan_framing, warp_to_output
-from deployments.idphoto.lighting import correct_lighting
-from deployments.idphoto.matte import MODNET_REFERENCE_PX, LowResMatte, Matting, estimate_foreground, keep_subject
+from deployments.idphoto.geometry import Framing, plan_framing
+from deployments.idphoto.matte import MODNET_REFERENCE_PX, LowResMatte, Matting, keep_subject
 from deployments.idphoto.output import EncodedPhoto, encode_photo, encode_sheet, plan_sheet, render_sheet
-from deployments.idphoto.params import TRANSPARENT, IdPhotoParams, hex_to_rgb
+from deployments.idphoto.params import IdPhotoParams
+from deployments.idphoto.render import HdPhoto, make_hd_copy, render_photo
+from deployments.idphoto.render import timed as _timed
 from deployments.idphoto.report import (
     MAX_BACKGROUND_STD,
     MAX_CENTRE_OFFSET,
@@ -43,6 +41,8 @@ from deployments.idphoto.report import (
     reasons_for,
 )
 from deployments.idphoto.specs import IdSpec
+from deployments.idphoto.touchup import look_notes, mirror_framing
+from deployments.idphoto.watermark import draw_watermark
 
 logger = logging.getLogger(__name__)
 
@@ -74,12 +74,14 @@ class IdPhotoOutcome:
     report: ComplianceReport
     timings_ms: dict[str, float]
     framing: Framing
+    hd: HdPhoto | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "media_type": self.media_type,
             "photo_bytes": len(self.photo),
             "sheet_bytes": None if self.sheet is None else len(self.sheet),
+            "hd": None if self.hd is None else self.hd.to_json(),
             "report": self.report.to_json(),
             "timings_ms": {k: round(v, 2) for k, v in self.timings_ms.items()},
         }
@@ -116,34 +118,31 @@ def make_id_photo(
         low = keep_subject(low, tuple(np.asarray(face.landmarks[:2], dtype=np.float64).mean(axis=0)))
     with _timed(timings, "geometry_ms"):
         framing = plan_framing(face, low, spec, align=params.align)
-    with _timed(timings, "warp_ms"):
-        crop = warp_to_output(rgb, framing.affine, size_wh)
-    with _timed(timings, "refine_ms"):
-        alpha = low.matte_at(framing.affine, size_wh, crop)
-    if params.lighting:
-        with _timed(timings, "lighting_ms"):
-            crop = correct_lighting(crop, alpha > 0.5)
-    with _timed(timings, "compose_ms"):
-        foreground = estimate_foreground(crop, alpha)
-        if colour == TRANSPARENT:
-            background = None
-            photo_rgb = np.clip(foreground * 255.0 + 0.5, 0, 255).astype(np.uint8)
-            photo_alpha = np.clip(alpha * 255.0 + 0.5, 0, 255).astype(np.uint8)
-        else:
-            background = render_background(hex_to_rgb(colour), size_wh, params.render)
-            photo_rgb = composite(foreground, alpha, background)
-            photo_alpha = None
+        if params.horizontal_flip:
+            framing = mirror_framing(framing)
+    photo = render_photo(rgb, low, framing, params, colour, timings)
+    mark = params.watermark()
+    delivered, mark_font = photo.rgb, None
+    if mark is not None:
+        with _timed(timings, "watermark_ms"):
+            marked = draw_watermark(photo.rgb, mark)
+        delivered, mark_font = marked.rgb, marked.font
     with _timed(timings, "encode_ms"):
         encoded = encode_photo(
-            photo_rgb, params.format, spec.dpi, alpha=photo_alpha, min_kb=params.min_kb, max_kb=params.max_kb
+            delivered, params.format, spec.dpi, alpha=photo.alpha_u8, min_kb=params.min_kb, max_kb=params.max_kb
         )
     sheet = None
-    if params.layout != "none":
+    canvas = params.sheet_canvas()
+    if canvas is not None:
         with _timed(timings, "layout_ms"):
-            plan = plan_sheet(params.layout, size_wh, spec.dpi)
-            sheet = encode_sheet(render_sheet(photo_rgb, plan, cut_lines=params.cut_lines), params.format)
+            plan = plan_sheet(canvas, size_wh, spec.dpi)
+            sheet = encode_sheet(render_sheet(delivered, plan, cut_lines=params.cut_lines), params.format, canvas.dpi)
+    hd = make_hd_copy(rgb, low, framing, spec, params, colour, timings) if params.hd else None
     with _timed(timings, "report_ms"):
-        report = judge_photo(photo_rgb, alpha, background, framing, face, len(faces), spec, encoded, params)
+        # Judged before the watermark: a watermarked photo is a proof, and its marks are not the background.
+        report = judge_photo(
+            photo.rgb, photo.alpha, photo.background, framing, face, len(faces), spec, encoded, params, mark_font
+        )
     timings["total_ms"] = sum(timings.values())
     logger.debug("%s photo %s in %.1f ms: %s", spec.slug, report.verdict, timings["total_ms"], report.reasons)
     if params.strict and not report.compliant:
@@ -151,7 +150,7 @@ def make_id_photo(
             "the photo does not meet the " + spec.slug + " standard: " + "; ".join(report.reasons),
             details={"reasons": list(report.reasons), "report": report.to_json()},
         )
-    return IdPhotoOutcome(encoded.data, encoded.media_type, sheet, report, timings, framing)
+    return IdPhotoOutcome(encoded.data, encoded.media_type, sheet, report, timings, framing, hd)
 
 
 def judge_photo(
@@ -164,6 +163,7 @@ def judge_photo(
     spec: IdSpec,
     encoded: EncodedPhoto,
     params: IdPhotoParams,
+    watermark_font: str | None = None,
 ) -> ComplianceReport:
     """Measure the finished photo against ``spec`` and the house limits in :mod:`report`."""
     width_out, height_out = framing.size_wh
@@ -220,7 +220,10 @@ def judge_photo(
         face_count=face_count,
         checks=tuple(checks),
         reasons=tuple(reasons),
-        notes=tuple(_notes(framing, encoded, params)),
+        notes=tuple(
+            _notes(framing, encoded, params)
+            + look_notes(params.touchups(), flipped=params.horizontal_flip, watermark_font=watermark_font)
+        ),
         encoding=encoded.to_json(),
     )
 
@@ -246,10 +249,3 @@ def _notes(framing: Framing, encoded: EncodedPhoto, params: IdPhotoParams) -> li
 
 def _cut_edges(framing: Framing) -> list[str]:
     return (["top"] if framing.crown_clipped else []) + list(framing.cut_sides)
-
-
-@contextmanager
-def _timed(timings: dict[str, float], key: str):
-    start = time.perf_counter()
-    yield
-    timings[key] = timings.get(key, 0.0) + (time.perf_counter() - start) * 1000.0

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image, JpegImagePlugin
 
 from deployments.common.image import encode_image
-from deployments.idphoto.output import KB_BYTES, encode_photo, plan_sheet, render_sheet
+from deployments.idphoto.output import KB_BYTES, PRESET_SHEETS, custom_canvas, encode_photo, plan_sheet, render_sheet
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def test_tiny_cap_switches_to_420(textured):
     ],
 )
 def test_sheet_counts(layout, size_px, dpi, count):
-    plan = plan_sheet(layout, size_px, dpi)
+    plan = plan_sheet(PRESET_SHEETS[layout], size_px, dpi)
     assert plan.count == count == plan.columns * plan.rows
     sheet_w, sheet_h = plan.sheet_wh
     photo_w, photo_h = plan.photo_wh
@@ -91,7 +91,7 @@ def test_sheet_counts(layout, size_px, dpi, count):
 
 def test_sheet_render_with_cut_lines():
     photo = np.full((413, 295, 3), 40, np.uint8)
-    plan = plan_sheet("6inch", (295, 413), 300)
+    plan = plan_sheet(PRESET_SHEETS["6inch"], (295, 413), 300)
     plain = render_sheet(photo, plan)
     lined = render_sheet(photo, plan, cut_lines=True)
     assert plain.shape == (1800, 1200, 3)
@@ -99,3 +99,35 @@ def test_sheet_render_with_cut_lines():
     assert (lined == 200).all(axis=2).any() and not (plain == 200).all(axis=2).any()
     x, y = plan.origins[0]
     assert (lined[y : y + 413, x : x + 295] == 40).all()
+
+
+@pytest.mark.parametrize(
+    ("layout", "sheet_wh", "count"),
+    [("3r", (1500, 1050), 9), ("4r", (1800, 1200), 12)],  # 3.5x5 in and 4x6 in at 300 DPI, cn-1inch copies
+)
+def test_3r_and_4r_sheets_are_their_paper_at_300_dpi(layout, sheet_wh, count):
+    plan = plan_sheet(PRESET_SHEETS[layout], (295, 413), 300)
+    assert sorted(plan.sheet_wh) == sorted(sheet_wh)
+    assert plan.count == count
+
+
+def test_custom_canvas_has_its_pixels_at_its_dpi_and_the_exact_gap():
+    canvas = custom_canvas(100.0, 150.0, 600.0, 2.0)  # 100x150 mm at 600 DPI, 2 mm gaps
+    assert canvas.size_wh == (3543, 2362) and canvas.gap_px == 47
+    plan = plan_sheet(canvas, (295, 413), 300)  # the 25x35 mm photo becomes 590x826 px at 600 DPI
+    assert plan.photo_wh == (590, 826)
+    # 60 px margins: landscape holds 5 x 2 (portrait only 3 x 3)
+    assert (plan.sheet_wh, plan.columns, plan.rows, plan.count) == ((3543, 2362), 5, 2, 10)
+    xs = sorted({x for x, _ in plan.origins})
+    ys = sorted({y for _, y in plan.origins})
+    assert [b - a for a, b in zip(xs, xs[1:])] == [590 + 47] * 4
+    assert [b - a for a, b in zip(ys, ys[1:])] == [826 + 47]
+    assert xs[0] == (3543 - 5 * 590 - 4 * 47) // 2  # the block is centred
+    sheet = render_sheet(np.full((413, 295, 3), 40, np.uint8), plan)
+    assert sheet.shape == (2362, 3543, 3)
+    assert (sheet == 40).all(axis=2).sum() == 10 * 590 * 826
+
+
+def test_custom_canvas_too_small_for_one_photo_has_no_copies():
+    plan = plan_sheet(custom_canvas(30.0, 30.0, 300.0, None), (295, 413), 300)
+    assert plan.count == 0 and plan.origins == ()

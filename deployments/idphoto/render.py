@@ -1,0 +1,134 @@
+"""The photo's pixels for one framing, at any size: warp, matte, relight, touch up the person, composite; and the
+HD copy, the same crop rendered with more pixels. The pipeline calls :func:`render_photo` once for the photo and
+:func:`make_hd_copy` when ``hd`` is asked for, so both always carry the same look."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from deployments.idphoto.background import composite, render_background
+from deployments.idphoto.geometry import Framing, warp_to_output
+from deployments.idphoto.lighting import correct_lighting
+from deployments.idphoto.matte import LowResMatte, estimate_foreground
+from deployments.idphoto.output import encode_photo, hd_size, scale_affine
+from deployments.idphoto.params import TRANSPARENT, IdPhotoParams, hex_to_rgb
+from deployments.idphoto.specs import IdSpec
+from deployments.idphoto.touchup import touch_up
+from deployments.idphoto.watermark import draw_watermark
+
+
+@dataclass(frozen=True, eq=False)
+class HdPhoto:
+    """The HD copy: same crop and look as the photo, more pixels (same media type)."""
+
+    data: bytes
+    size_wh: tuple[int, int]
+    dpi: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"width": self.size_wh[0], "height": self.size_wh[1], "dpi": self.dpi, "bytes": len(self.data)}
+
+
+@dataclass(frozen=True, eq=False)
+class RenderedPhoto:
+    """A composited photo (or the decontaminated subject when transparent) and its matte (float32, [0, 1])."""
+
+    rgb: np.ndarray
+    alpha: np.ndarray
+    background: np.ndarray | None
+
+    @property
+    def alpha_u8(self) -> np.ndarray | None:
+        """The alpha channel to encode: only a transparent photo has one."""
+        if self.background is not None:
+            return None
+        return np.clip(self.alpha * 255.0 + 0.5, 0, 255).astype(np.uint8)
+
+
+def render_photo(
+    rgb: np.ndarray,
+    low: LowResMatte,
+    framing: Framing,
+    params: IdPhotoParams,
+    colour: str,
+    timings: dict[str, float],
+) -> RenderedPhoto:
+    """Warp, matte, relight, touch up the person (after matting, before compositing) and composite, at the size
+    of ``framing`` (the photo's, or the HD copy's through :func:`scale_framing`)."""
+    affine, size_wh = framing.affine, framing.size_wh
+    with timed(timings, "warp_ms"):
+        crop = warp_to_output(rgb, affine, size_wh)
+    with timed(timings, "refine_ms"):
+        alpha = low.matte_at(affine, size_wh, crop)
+    if params.lighting:
+        with timed(timings, "lighting_ms"):
+            crop = correct_lighting(crop, alpha > 0.5)
+    with timed(timings, "compose_ms"):
+        foreground = estimate_foreground(crop, alpha)
+    with timed(timings, "touchup_ms"):
+        foreground = touch_up(foreground, params.touchups())
+    with timed(timings, "compose_ms"):
+        if colour == TRANSPARENT:
+            return RenderedPhoto(np.clip(foreground * 255.0 + 0.5, 0, 255).astype(np.uint8), alpha, None)
+        background = render_background(hex_to_rgb(colour), size_wh, params.render)
+        return RenderedPhoto(composite(foreground, alpha, background), alpha, background)
+
+
+def make_hd_copy(
+    rgb: np.ndarray,
+    low: LowResMatte,
+    framing: Framing,
+    spec: IdSpec,
+    params: IdPhotoParams,
+    colour: str,
+    timings: dict[str, float],
+) -> HdPhoto:
+    """The same crop rendered at ``hd_size`` (the source's own detail, short side >= 600 px), with the same touch-ups
+    and watermark (scaled), encoded at the DPI that keeps the physical size; no KB target."""
+    hd_wh = hd_size((spec.width_px, spec.height_px), framing.scale)
+    factor = hd_wh[0] / spec.width_px
+    hd_timings: dict[str, float] = {}
+    photo = render_photo(rgb, low, scale_framing(framing, factor, hd_wh), params, colour, hd_timings)
+    with timed(hd_timings, "encode_ms"):
+        delivered = photo.rgb
+        mark = params.watermark()
+        if mark is not None:
+            scaled = dataclasses.replace(
+                mark, size_px=round(mark.size_px * factor), space_px=round(mark.space_px * factor)
+            )
+            delivered = draw_watermark(delivered, scaled).rgb
+        encoded = encode_photo(delivered, params.format, spec.dpi * factor, alpha=photo.alpha_u8)
+    timings["hd_ms"] = sum(hd_timings.values())
+    return HdPhoto(encoded.data, hd_wh, round(spec.dpi * factor, 2))
+
+
+def scale_framing(framing: Framing, factor: float, size_wh: tuple[int, int]) -> Framing:
+    """The same crop on a ``factor`` times finer output grid of ``size_wh`` (pixel centres aligned)."""
+
+    def point(xy) -> tuple[float, float]:
+        return (xy[0] * factor + (factor - 1.0) / 2.0, xy[1] * factor + (factor - 1.0) / 2.0)
+
+    eyes = np.asarray(framing.eyes_out, dtype=np.float64) * factor + (factor - 1.0) / 2.0
+    return dataclasses.replace(
+        framing,
+        affine=scale_affine(framing.affine, factor),
+        size_wh=size_wh,
+        scale=framing.scale * factor,
+        eyes_out=eyes,
+        chin_out=point(framing.chin_out),
+        crown_out=point(framing.crown_out),
+    )
+
+
+@contextmanager
+def timed(timings: dict[str, float], key: str):
+    """Add the block's wall time in ms to ``timings[key]``."""
+    start = time.perf_counter()
+    yield
+    timings[key] = timings.get(key, 0.0) + (time.perf_counter() - start) * 1000.0
