@@ -100,16 +100,6 @@ def result_name(key: str, ext: str, *, within: str = "") -> str:
     return name
 
 
-def result_key(output_prefix: str, key: str, ext: str) -> str:
-    """``<output>/<key without its extension>.<ext>``: where the result for source ``key`` is written."""
-    return safe_join(output_prefix, result_name(key, ext, within=output_prefix))
-
-
-def metadata_key(output_prefix: str, key: str) -> str:
-    """``<output>/<key without its extension>.json``: the result metadata written beside the result."""
-    return result_key(output_prefix, key, "json")
-
-
 def error_name(key: str, *, within: str = "") -> str:
     """``_errors/<key>.json`` (the full key kept: ``a.jpg`` and ``a.png`` do not collide), or the hashed name when
     the key is reserved or that name would not be portable under ``within``. Valid for every valid key."""
@@ -122,11 +112,6 @@ def error_name(key: str, *, within: str = "") -> str:
 def lease_name(key: str) -> str:
     """``_errors/_errors/<sha256 of the key>.lease``: where a worker claims the source while it processes it."""
     return f"{ERRORS_FOLDER}/{ERRORS_FOLDER}/{hashlib.sha256(key.encode('utf-8')).hexdigest()}.lease"
-
-
-def error_key(output_prefix: str, key: str) -> str:
-    """``<output>/`` + ``error_name(key)``: where the error record for source ``key`` is written."""
-    return safe_join(output_prefix, error_name(key, within=output_prefix))
 
 
 def _is_portable(name: str, within: str) -> bool:

@@ -168,11 +168,10 @@ class BucketWorker:
         logger.log(logging.INFO if outcomes else logging.DEBUG, "reconcile %s: %d objects listed", route.name, listed)
         return outcomes
 
-    async def reconcile_all(self, *, polled_only: bool = False) -> list[ObjectOutcome]:
+    async def reconcile_all(self) -> list[ObjectOutcome]:
         outcomes: list[ObjectOutcome] = []
         for route in self.table.routes:
-            if route.poll or not polled_only:
-                outcomes.extend(await self.reconcile(route))
+            outcomes.extend(await self.reconcile(route))
         return outcomes
 
     async def poll_forever(self, interval_s: float) -> None:

@@ -9,9 +9,8 @@ import pytest
 from storage.errors import InvalidKey
 from storage.keys import (
     decode_event_key,
-    error_key,
-    metadata_key,
-    result_key,
+    error_name,
+    result_name,
     safe_join,
     validate_key,
     validate_list_prefix,
@@ -99,29 +98,29 @@ def test_list_prefix_cannot_escape(prefix: str) -> None:
         ("in/Zoë 1+2.jpg", "png", "out/in/Zoë 1+2.png"),
     ],
 )
-def test_result_key(key: str, ext: str, expected: str) -> None:
-    assert result_key("out", key, ext) == expected
+def test_result_name(key: str, ext: str, expected: str) -> None:
+    assert safe_join("out", result_name(key, ext, within="out")) == expected
 
 
 @pytest.mark.parametrize("ext", ["", ".", "a/b", "a\\b"])
-def test_result_key_refuses_bad_extensions(ext: str) -> None:
+def test_result_name_refuses_bad_extensions(ext: str) -> None:
     with pytest.raises(InvalidKey):
-        result_key("out", "in/cat.jpg", ext)
+        result_name("in/cat.jpg", ext)
 
 
-def test_metadata_key_sits_beside_the_result() -> None:
-    assert metadata_key("out/", "in/cat.jpg") == "out/in/cat.json"
+def test_the_metadata_sits_beside_the_result() -> None:
+    assert safe_join("out/", result_name("in/cat.jpg", "json", within="out/")) == "out/in/cat.json"
 
 
-def test_error_key_keeps_the_full_source_key() -> None:
-    assert error_key("out", "in/cat.jpg") == "out/_errors/in/cat.jpg.json"
-    assert error_key("", "cat photo.png") == "_errors/cat photo.png.json"
+def test_error_name_keeps_the_full_source_key() -> None:
+    assert safe_join("out", error_name("in/cat.jpg", within="out")) == "out/_errors/in/cat.jpg.json"
+    assert error_name("cat photo.png") == "_errors/cat photo.png.json"
 
 
-def test_derived_keys_refuse_escaping_sources() -> None:
+def test_derived_names_refuse_escaping_sources() -> None:
     with pytest.raises(InvalidKey):
-        result_key("out", "../x.jpg", "png")
+        result_name("../x.jpg", "png")
     with pytest.raises(InvalidKey):
-        metadata_key("out", "/x.jpg")
+        result_name("/x.jpg", "json")
     with pytest.raises(InvalidKey):
-        error_key("out", "a/../../x")
+        error_name("a/../../x")
