@@ -16,10 +16,12 @@ import asyncio
 import base64
 import binascii
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 from starlette.requests import Request
 from starlette.types import Message
 
@@ -113,18 +115,28 @@ async def read_upload(request: Request, settings: Settings, *, max_bytes: int | 
 
 
 async def _read_multipart(request: Request, body: bytes, query: dict[str, Any]) -> Upload:
-    """The form parsed from the body already read (and capped): a request that replays it is what Starlette parses."""
-    replayed = [{"type": "http.request", "body": body, "more_body": False}]
-
-    async def receive() -> Message:
-        return replayed.pop() if replayed else {"type": "http.disconnect"}
-
-    async with Request(request.scope, receive).form(max_files=MAX_FORM_FILES, max_fields=MAX_FORM_FIELDS) as form:
+    async with parsed_form(request, body) as form:
         image = form.get("image") or form.get("video")  # a video job may name its file field "video"
         if not isinstance(image, UploadFile):
             raise InvalidParameter("the multipart form has no file field 'image'")
         fields = {**query, **{key: value for key, value in form.items() if isinstance(value, str)}}
         return Upload(data=await image.read(), filename=image.filename, fields=fields)
+
+
+@asynccontextmanager
+async def parsed_form(request: Request, body: bytes) -> AsyncIterator[FormData]:
+    """The form (multipart or urlencoded) parsed from the body already read and capped: a request that replays it
+    is what Starlette parses. A text field may be as large as the body cap allows (an image sent as base64)."""
+    replayed = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> Message:
+        return replayed.pop() if replayed else {"type": "http.disconnect"}
+
+    form_request = Request(request.scope, receive)
+    async with form_request.form(
+        max_files=MAX_FORM_FILES, max_fields=MAX_FORM_FIELDS, max_part_size=max(len(body), 1)
+    ) as form:
+        yield form
 
 
 def json_upload(body: bytes, query: dict[str, Any]) -> Upload:

@@ -1,7 +1,8 @@
 """The key guard: one ASGI middleware in front of every route, so a route added later is covered without a line.
 
 With keys configured (``app.state.gate``), every path under ``/v1/`` and ``/api/`` (the job routes, the
-OpenAI-compatible routes, the jobs API and the page's calls) needs ``Authorization: Bearer <key>`` or ``X-API-Key``:
+OpenAI-compatible routes, the jobs API and the page's calls) and HivisionIDPhotos' paths (``/idphoto``...)
+needs ``Authorization: Bearer <key>`` or ``X-API-Key``:
 401 ``unauthorized`` without one, 429 ``rate_limited``/``quota_exceeded`` with ``Retry-After`` over the key's limits.
 A POST spends one job of the daily quota; every request spends one token of the rate. ``/v1/events/s3`` keeps its
 own token, the page and ``/livez`` stay open, and ``/healthz`` answers in full only to a key (``shows_details``).
@@ -25,10 +26,11 @@ from serve_app.auth.errors import QuotaExceeded, RateLimited, Unauthorized
 from serve_app.auth.keys import ApiKey, KeyRing
 from serve_app.auth.limits import Limiter
 from serve_app.errors import error_body
+from serve_app.hivision_wire import HIVISION_PATHS
 
 logger = logging.getLogger(__name__)
 
-PROTECTED_PREFIXES = ("/v1/", "/api/")
+PROTECTED_PREFIXES = ("/v1/", "/api/", *HIVISION_PATHS)
 OPEN_PREFIXES = ("/v1/events/",)  # the bucket webhook checks PORTRAIT_EVENTS_TOKEN itself
 _CHALLENGE = 'Bearer realm="portrait"'
 

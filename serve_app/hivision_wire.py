@@ -1,0 +1,208 @@
+"""HivisionIDPhotos' wire format (its ``deploy_api.py``), mapped onto ours: field names, defaults, value conventions,
+model names and answers. No Ray, no images: ``routes/hivision.py`` runs the steps.
+
+Where its documentation and its code disagree the code wins, since its clients were written against its server: the
+alignment field read is ``face_align`` (the documented ``face_alignment`` is reported as ignored), ``status`` is the
+boolean ``true``, the watermark style options come in the query string. Fields it would ignore silently are listed
+in the answer's ``ignored_fields``; its model names are mapped to ours and the mapping is said in ``models``.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from deployments.common.errors import InvalidParameter, NotAvailableYet
+from deployments.idphoto.background import Render
+from deployments.idphoto.params import hex_to_rgb, parse_colour
+
+HIVISION_PATHS: tuple[str, ...] = (
+    "/idphoto",
+    "/human_matting",
+    "/add_background",
+    "/generate_layout_photos",
+    "/watermark",
+    "/set_kb",
+    "/idphoto_crop",
+)
+RENDERS: tuple[Render, ...] = ("solid", "vertical", "radial")  # its 0 pure_color, 1 updown_gradient, 2 center_gradient
+# Its matting models -> ours. We run MODNet (the official photographic-portrait weights) for every one of them.
+MATTING_MODELS: dict[str, str] = {
+    "modnet_photographic_portrait_matting": "the same MODNet weights",
+    "hivision_modnet": "MODNet (official weights; Hivision's fine-tune is not shipped here)",
+    "mnn_hivision_modnet": "MODNet (official weights; Hivision's fine-tune is not shipped here)",
+    "rmbg-1.4": "MODNet (RMBG-1.4 is not shipped here; MODNet is the closest portrait matter we have)",
+    "birefnet-v1-lite": "MODNet (BiRefNet is not shipped here; MODNet is the closest portrait matter we have)",
+}
+FACE_MODELS: dict[str, str] = {
+    "mtcnn": "our face analyzer (BlazeFace + face mesh: finds the same faces, adds the landmarks framing needs)",
+    "retinaface-resnet50": "our face analyzer (BlazeFace + face mesh; RetinaFace is not shipped here)",
+    "face_plusplus": "our face analyzer (no online service is called)",
+    "face++ (联网Online API)": "our face analyzer (no online service is called)",
+}
+# Hivision's 6-inch sheet; our 6inch layout is the same 4x6 in at 300 DPI.
+LAYOUT = "6inch"
+MAX_SIDE_PX = 4000
+
+
+class _Form(BaseModel):
+    """Shared by every endpoint: the image (a file or base64) and the output DPI."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    input_image_base64: str | None = None
+    dpi: int = Field(default=300, ge=72, le=1200)
+
+
+class _Sized(_Form):
+    height: int = Field(default=413, ge=32, le=MAX_SIDE_PX)
+    width: int = Field(default=295, ge=32, le=MAX_SIDE_PX)
+
+
+class _Framed(_Sized):
+    face_detect_model: str = "mtcnn"
+    hd: bool = True
+    head_measure_ratio: float = Field(default=0.2, gt=0.0, lt=1.0)
+    head_height_ratio: float = Field(default=0.45, gt=0.0, lt=1.0)
+    top_distance_max: float = Field(default=0.12, ge=0.0, lt=0.5)
+    top_distance_min: float = Field(default=0.10, ge=0.0, lt=0.5)
+
+    @field_validator("face_detect_model")
+    @classmethod
+    def _face_model(cls, value: str) -> str:
+        return _known(value, FACE_MODELS, "face_detect_model")
+
+    def head_ratio(self) -> float:
+        """Its face-box area share -> our crown-to-chin share of the height. A detector box is about as tall as it
+        is wide and spans brows to chin; the head (crown to chin) is about 1.35 times its height."""
+        box_height = math.sqrt(self.head_measure_ratio * self.width * self.height) / self.height
+        return min(0.9, max(0.2, 1.35 * box_height))
+
+    def top_ratio(self) -> float:
+        """The middle of its crown-margin range."""
+        return (self.top_distance_max + self.top_distance_min) / 2.0
+
+
+class IdPhotoForm(_Framed):
+    """``/idphoto``: defaults as its code has them (``face_align`` false, ``human_matting_model`` MODNet)."""
+
+    human_matting_model: str = "modnet_photographic_portrait_matting"
+    face_align: bool = False
+    whitening_strength: float = 0
+    brightness_strength: float = 0
+    contrast_strength: float = 0
+    sharpen_strength: float = 0
+    saturation_strength: float = 0
+
+    @field_validator("human_matting_model")
+    @classmethod
+    def _matting_model(cls, value: str) -> str:
+        return _known(value, MATTING_MODELS, "human_matting_model")
+
+    def touch_ups(self) -> dict[str, float]:
+        names = ("whitening", "brightness", "contrast", "sharpen", "saturation")
+        return {f"{name}_strength": getattr(self, f"{name}_strength") for name in names}
+
+
+class CropForm(_Framed):
+    """``/idphoto_crop``: a transparent cut-out framed to the size."""
+
+
+class MattingForm(_Form):
+    human_matting_model: str = "hivision_modnet"
+
+    @field_validator("human_matting_model")
+    @classmethod
+    def _matting_model(cls, value: str) -> str:
+        return _known(value, MATTING_MODELS, "human_matting_model")
+
+
+class BackgroundForm(_Form):
+    color: str = "000000"
+    kb: int | None = Field(default=None, ge=1, le=20000)
+    render: int = Field(default=0, ge=0, le=2)
+
+    @field_validator("color")
+    @classmethod
+    def _hex(cls, value: str) -> str:
+        return parse_colour(value if value.startswith("#") else "#" + value)
+
+    def colour_rgb(self) -> tuple[int, int, int]:
+        return hex_to_rgb(self.color)
+
+    def render_mode(self) -> Render:
+        return RENDERS[self.render]
+
+
+class LayoutForm(_Sized):
+    kb: int | None = Field(default=None, ge=1, le=20000)
+
+
+class KbForm(_Form):
+    kb: int = Field(default=50, ge=1, le=20000)
+
+
+class WatermarkForm(_Form):
+    text: str = "Hello"
+    size: int = 20
+    opacity: float = 0.5
+    angle: int = 30
+    color: str = "#000000"
+    space: int = 25
+    kb: int | None = Field(default=None, ge=1, le=20000)
+
+
+FormT = TypeVar("FormT", bound=_Form)
+
+
+def parse_form(model: type[FormT], fields: Mapping[str, Any]) -> tuple[FormT, list[str]]:
+    """``fields`` validated by ``model`` (its empty strings read as absent, as its clients send ``kb=``), and the
+    names the model does not read (answered as ``ignored_fields``, never dropped unsaid)."""
+    present = {key: value for key, value in fields.items() if value != ""}
+    try:
+        form = model.model_validate(present)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in exc.errors())
+        raise InvalidParameter(problems) from None
+    return form, sorted(set(present) - set(model.model_fields))
+
+
+def require_plain(form: IdPhotoForm) -> None:
+    """Touch-up sliders other than 0 need the touch-up module, not in this build yet: 501, never a silent no-op."""
+    asked = {name: value for name, value in form.touch_ups().items() if value != 0}
+    if asked:
+        raise NotAvailableYet(
+            f"touch-ups {sorted(asked)} are not available in this build yet; send 0 (the default) to go without",
+            details={"asked": asked},
+        )
+
+
+def model_notes(**asked: str) -> dict[str, dict[str, str]]:
+    """What ran for each model name the caller gave (the ``models`` key of an answer)."""
+    tables = {"human_matting_model": MATTING_MODELS, "face_detect_model": FACE_MODELS}
+    return {field: {"asked": name, "used": tables[field][name]} for field, name in asked.items()}
+
+
+def image_answer(key: str, data: bytes, media_type: str) -> dict[str, str]:
+    """``{key: data URL}``: its answers carry a ``data:`` URL; ours names the real media type (its always says
+    PNG, even for the JPEG its ``kb`` option makes)."""
+    return {key: f"data:{media_type};base64," + base64.b64encode(data).decode("ascii")}
+
+
+def base64_image(text: str) -> bytes:
+    """``input_image_base64``: plain base64 or a ``data:`` URL."""
+    encoded = text.partition(",")[2] if text.startswith("data:") else text
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except ValueError as exc:
+        raise InvalidParameter(f"'input_image_base64' is not valid base64: {exc}") from None
+
+
+def _known(value: str, table: Mapping[str, str], field: str) -> str:
+    if value not in table:
+        raise ValueError(f"unknown {field} {value!r}; accepted: {', '.join(table)}")
+    return value
