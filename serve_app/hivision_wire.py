@@ -14,11 +14,12 @@ import math
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from deployments.common.errors import InvalidParameter, NotAvailableYet
+from deployments.common.errors import InvalidParameter
+from deployments.common.params import parse_params
 from deployments.idphoto.background import Render
-from deployments.idphoto.params import hex_to_rgb, parse_colour
+from deployments.idphoto.params import TRANSPARENT, hex_to_rgb, parse_colour
 
 HIVISION_PATHS: tuple[str, ...] = (
     "/idphoto",
@@ -147,10 +148,12 @@ class KbForm(_Form):
 
 
 class WatermarkForm(_Form):
+    """Ranges as our ``IdPhotoParams`` watermark fields (size 8..200 px, opacity 0..1, space 0..500 px)."""
+
     text: str = "Hello"
     size: int = 20
     opacity: float = 0.5
-    angle: int = 30
+    angle: float = 30
     color: str = "#000000"
     space: int = 25
     kb: int | None = Field(default=None, ge=1, le=20000)
@@ -160,25 +163,34 @@ FormT = TypeVar("FormT", bound=_Form)
 
 
 def parse_form(model: type[FormT], fields: Mapping[str, Any]) -> tuple[FormT, list[str]]:
-    """``fields`` validated by ``model`` (its empty strings read as absent, as its clients send ``kb=``), and the
-    names the model does not read (answered as ``ignored_fields``, never dropped unsaid)."""
-    present = {key: value for key, value in fields.items() if value != ""}
-    try:
-        form = model.model_validate(present)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in exc.errors())
-        raise InvalidParameter(problems) from None
-    return form, sorted(set(present) - set(model.model_fields))
+    """``fields`` validated by ``model`` (empty strings read as absent, as its clients send ``kb=``), and the names
+    the model does not read (answered as ``ignored_fields``, never dropped unsaid)."""
+    form = parse_params(model, fields)  # type: ignore[arg-type]  # a form, validated like a job's params
+    return form, sorted(key for key, value in fields.items() if key not in model.model_fields and value != "")
 
 
-def require_plain(form: IdPhotoForm) -> None:
-    """Touch-up sliders other than 0 need the touch-up module, not in this build yet: 501, never a silent no-op."""
-    asked = {name: value for name, value in form.touch_ups().items() if value != 0}
-    if asked:
-        raise NotAvailableYet(
-            f"touch-ups {sorted(asked)} are not available in this build yet; send 0 (the default) to go without",
-            details={"asked": asked},
-        )
+def idphoto_options(form: IdPhotoForm | CropForm) -> dict[str, Any]:
+    """Our ``IdPhotoParams`` fields for its size, ratios and sliders: a transparent PNG with no lighting correction
+    (its photos have none, and its clients put the colour behind themselves)."""
+    options = {
+        "width_px": form.width,
+        "height_px": form.height,
+        "dpi": form.dpi,
+        "head_ratio": form.head_ratio(),
+        "top_ratio": form.top_ratio(),
+        "background": TRANSPARENT,
+        "format": "png",
+        "lighting": False,
+        "hd": form.hd,
+        "align": isinstance(form, IdPhotoForm) and form.face_align,
+    }
+    return {**options, **(form.touch_ups() if isinstance(form, IdPhotoForm) else {})}
+
+
+def watermark_options(form: WatermarkForm) -> dict[str, Any]:
+    """Its watermark fields as ours (``IdPhotoParams`` holds their ranges)."""
+    names = ("size", "opacity", "angle", "color", "space")
+    return {"watermark_text": form.text, **{f"watermark_{name}": getattr(form, name) for name in names}}
 
 
 def model_notes(**asked: str) -> dict[str, dict[str, str]]:

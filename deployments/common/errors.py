@@ -103,13 +103,6 @@ class NotCompliant(InputError):
     http_status = 422
 
 
-class NotAvailableYet(PortraitError):
-    """An option or route accepted on the wire whose feature this build does not have (rather than ignoring it)."""
-
-    code = "not_implemented"
-    http_status = 501
-
-
 class ServiceError(PortraitError):
     code = "service_error"
     http_status = 500

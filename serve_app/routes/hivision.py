@@ -12,7 +12,6 @@ reads the HTTP status learns more. Our bugs stay 500 with a request id.
 
 import asyncio
 import functools
-import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,13 +20,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.datastructures import UploadFile
 
-from deployments.common.admission import IDPHOTO_OUTPUT, PHOTO_STAGE_INPUT
-from deployments.common.errors import InvalidParameter, NotAvailableYet, PortraitError
+from deployments.common.admission import PHOTO_STAGE_INPUT
+from deployments.common.errors import InvalidParameter, PortraitError
 from deployments.common.image import DecodedImage, encode_image
-from deployments.idphoto.output import SHEET_DPI, encode_photo, plan_sheet, render_sheet
-from deployments.idphoto.params import TRANSPARENT, IdPhotoParams
+from deployments.common.params import parse_params as parse_job_params
+from deployments.idphoto.output import PRESET_SHEETS, SHEET_DPI, encode_photo, plan_sheet, render_sheet
+from deployments.idphoto.params import IdPhotoParams
 from deployments.idphoto.pipeline import IdPhotoOutcome, make_id_photo, source_min_side_px
 from deployments.idphoto.steps import cut_out, fit_to, matte_of_cut_out, on_white, put_background
+from deployments.idphoto.watermark import draw_watermark
 from serve_app.app_state import backend_of, settings_of
 from serve_app.auth.caller import require_task
 from serve_app.deadlines import within_request_timeout
@@ -43,10 +44,11 @@ from serve_app.hivision_wire import (
     MattingForm,
     WatermarkForm,
     base64_image,
+    idphoto_options,
     image_answer,
     model_notes,
     parse_form,
-    require_plain,
+    watermark_options,
 )
 from serve_app.jobs import JobContext, job_context
 from serve_app.jobs.context import decode_upload
@@ -86,7 +88,7 @@ async def _answer(request: Request, form_model: type, step: Step) -> JSONRespons
     except FaceCount as exc:
         return JSONResponse({"status": False, **error_body("face_count", str(exc), {"face_count": exc.count})})
     except PortraitError as exc:
-        if exc.http_status >= 500 and not isinstance(exc, NotAvailableYet):
+        if exc.http_status >= 500:
             raise  # our fault: the app's handler answers 500/503 with the request id
         body = {"status": False, **error_body(exc.code, exc.message, exc.details)}
         return JSONResponse(body, status_code=exc.http_status)
@@ -94,7 +96,8 @@ async def _answer(request: Request, form_model: type, step: Step) -> JSONRespons
 
 
 async def _decoded_then(step: Step, request: Request, data: bytes, form: Any, context: JobContext) -> dict:
-    min_side = source_min_side_px(_params(form, 1.0).resolve_spec()) if isinstance(form, IdPhotoForm) else None
+    framed = isinstance(form, IdPhotoForm)
+    min_side = source_min_side_px(_params(idphoto_options(form)).resolve_spec()) if framed else None
     decoded = await decode_upload(data, context.limits, PHOTO_STAGE_INPUT, min_side_px=min_side)
     return await step(request, decoded, form, context)
 
@@ -122,53 +125,31 @@ async def _read_form(request: Request, max_image_bytes: int, timeout_s: float) -
     return data, fields
 
 
-def _params(form: IdPhotoForm | CropForm, scale: float, *, align: bool = False) -> IdPhotoParams:
-    """Our ID-photo options for its size and ratios, ``scale`` times larger (its HD copy); transparent PNG, no
-    lighting correction (its photos have none, and its clients compose the colour themselves)."""
-    return IdPhotoParams.model_validate(
-        {
-            "width_px": int(round(form.width * scale)),
-            "height_px": int(round(form.height * scale)),
-            "dpi": form.dpi,
-            "head_ratio": form.head_ratio(),
-            "top_ratio": form.top_ratio(),
-            "background": TRANSPARENT,
-            "format": "png",
-            "lighting": False,
-            "align": align,
-        }
-    )
+def _params(options: dict[str, Any]) -> IdPhotoParams:
+    return parse_job_params(IdPhotoParams, options)
 
 
-async def _framed(rgb: np.ndarray, faces: list, low, form: IdPhotoForm | CropForm, align: bool) -> dict[str, Any]:
-    """The standard photo and, with ``hd``, the same framing at the source's own resolution (at most the output
-    cap): its ``image_base64_standard`` and ``image_base64_hd``, plus our compliance report."""
+async def _framed(rgb: np.ndarray, faces: list, low, form: IdPhotoForm | CropForm) -> dict[str, Any]:
+    """The standard photo and, with ``hd``, its HD copy (the same crop at the source's detail, short side at least
+    600 px): its ``image_base64_standard`` and ``image_base64_hd``, plus our compliance report."""
     if len(faces) != 1:
         raise FaceCount(len(faces))
-    standard: IdPhotoOutcome = await run_stage(make_id_photo, rgb, faces, low, _params(form, 1.0, align=align))
+    outcome: IdPhotoOutcome = await run_stage(make_id_photo, rgb, faces, low, _params(idphoto_options(form)))
     answer = {
-        **image_answer("image_base64_standard", standard.photo, standard.media_type),
-        "report": standard.report.to_json(),
+        **image_answer("image_base64_standard", outcome.photo, outcome.media_type),
+        "report": outcome.report.to_json(),
     }
-    if form.hd:
-        cap_scale = math.sqrt(IDPHOTO_OUTPUT.max_pixels / (form.width * form.height))
-        scale = max(1.0, min(1.0 / standard.framing.scale, cap_scale))
-        hd = (
-            await run_stage(make_id_photo, rgb, faces, low, _params(form, scale, align=align))
-            if scale > 1.0
-            else standard
-        )
-        answer.update(image_answer("image_base64_hd", hd.photo, hd.media_type))
+    if outcome.hd is not None:
+        answer.update(image_answer("image_base64_hd", outcome.hd.data, outcome.media_type))
     return answer
 
 
 async def _idphoto(request: Request, decoded: DecodedImage, form: IdPhotoForm, context: JobContext) -> dict:
-    require_plain(form)
     backend = backend_of(request)
     faces, low = await asyncio.gather(
         backend.analyze_faces(decoded.rgb), backend.segment_portrait(decoded.rgb, "modnet")
     )
-    answer = await _framed(decoded.rgb, faces, low, form, form.face_align)
+    answer = await _framed(decoded.rgb, faces, low, form)
     notes = model_notes(human_matting_model=form.human_matting_model, face_detect_model=form.face_detect_model)
     return {**answer, "models": notes}
 
@@ -176,7 +157,7 @@ async def _idphoto(request: Request, decoded: DecodedImage, form: IdPhotoForm, c
 async def _crop(request: Request, decoded: DecodedImage, form: CropForm, context: JobContext) -> dict:
     alpha = _alpha_of(decoded, "/idphoto_crop")
     faces = await backend_of(request).analyze_faces(on_white(decoded.rgb, alpha))
-    answer = await _framed(decoded.rgb, faces, matte_of_cut_out(alpha), form, False)
+    answer = await _framed(decoded.rgb, faces, matte_of_cut_out(alpha), form)
     return {**answer, "models": model_notes(face_detect_model=form.face_detect_model)}
 
 
@@ -198,7 +179,7 @@ async def _background(request: Request, decoded: DecodedImage, form: BackgroundF
 
 async def _layout(request: Request, decoded: DecodedImage, form: LayoutForm, context: JobContext) -> dict:
     photo = fit_to(_opaque(decoded), (form.width, form.height))
-    plan = plan_sheet(LAYOUT, (form.width, form.height), form.dpi)
+    plan = plan_sheet(PRESET_SHEETS[LAYOUT], (form.width, form.height), form.dpi)
     if plan.count == 0:
         raise InvalidParameter(f"a {form.width}x{form.height} px photo at {form.dpi} DPI does not fit a 6-inch sheet")
     sheet = await run_stage(render_sheet, photo, plan)
@@ -210,7 +191,9 @@ async def _set_kb(request: Request, decoded: DecodedImage, form: KbForm, context
 
 
 async def _watermark(request: Request, decoded: DecodedImage, form: WatermarkForm, context: JobContext) -> dict:
-    raise NotAvailableYet("watermarks are not available in this build yet (the watermark step has not landed)")
+    mark = _params(watermark_options(form)).watermark()
+    marked = await run_stage(draw_watermark, _opaque(decoded), mark)
+    return {**await _encoded(marked.rgb, form.dpi, form.kb), "font": marked.font}
 
 
 async def _encoded(rgb: np.ndarray, dpi: float, kb: int | None) -> dict[str, Any]:
@@ -243,7 +226,7 @@ _ROUTES: dict[str, tuple[type, Step, str]] = {
     "/human_matting": (MattingForm, _matting, "The person cut out of the whole photo (transparent PNG)."),
     "/add_background": (BackgroundForm, _background, "A background colour (render 0/1/2) behind a transparent photo."),
     "/generate_layout_photos": (LayoutForm, _layout, "A 6-inch print sheet of copies of a finished photo."),
-    "/watermark": (WatermarkForm, _watermark, "A text watermark (501 until the watermark step lands)."),
+    "/watermark": (WatermarkForm, _watermark, "A tiled text watermark (style options in the query string)."),
     "/set_kb": (KbForm, _set_kb, "The photo as a JPEG of at most `kb` KB."),
     "/idphoto_crop": (CropForm, _crop, "A transparent cut-out framed to an ID photo size (standard and HD)."),
 }

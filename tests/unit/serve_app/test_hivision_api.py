@@ -77,8 +77,8 @@ def test_idphoto_answers_a_transparent_standard_and_hd_photo_and_says_what_it_ig
     alpha = np.asarray(standard)[..., 3]
     assert alpha[0, 0] == 0 and alpha[300, 147] == 255  # background corner clear, the body (below the chin) opaque
     hd = decoded(body["image_base64_hd"])
-    # A 256 px source has fewer pixels than the standard photo: the HD copy is the standard size then.
-    assert hd.size == (295, 413)
+    # The same crop at the spec's aspect ratio, short side at least 600 px (a 256 px source has no more detail).
+    assert (hd.size, hd.mode) == ((600, 840), "RGBA")
     assert body["report"]["spec"]["width_px"] == 295
 
 
@@ -184,14 +184,36 @@ def test_idphoto_crop_example_frames_the_matting_result(client, matted_png):
     assert (standard.size, standard.mode) == ((295, 413), "RGBA") and np.asarray(standard)[0, 0, 3] == 0
 
 
-def test_watermark_example_is_a_clear_501_until_the_step_lands(client, photo_jpeg):
+def test_watermark_example_reads_its_style_from_the_query_string(client, photo_jpeg):
+    def marked(query: str) -> np.ndarray:
+        answer = client.post(
+            f"/watermark?{query}",
+            files={"input_image": ("test0.jpg", photo_jpeg, "image/jpeg")},
+            data={"text": "Hello", "dpi": "300"},
+        )
+        body = answer.json()
+        assert answer.status_code == 200 and set(body) == {"status", "image_base64", "font"} and body["status"]
+        return np.asarray(decoded(body["image_base64"])).astype(int)
+
+    faint = marked("size=20&opacity=0.5&angle=30&color=%23000000&space=25")
+    clear = marked("size=20&opacity=0&angle=30&color=%23000000&space=25")
+    original = np.asarray(Image.open(io.BytesIO(photo_jpeg))).astype(int)
+    assert np.array_equal(clear, original)  # opacity 0: the photo as it came (PNG, lossless)
+    assert faint.mean() < original.mean() - 1  # black text at half opacity darkens the photo
+
+
+def test_idphoto_touch_ups_change_the_person_only(client, photo_jpeg, idphoto_answer):
     answer = client.post(
-        "/watermark?size=20&opacity=0.5&angle=30&color=%23000000&space=25",
+        "/idphoto",
         files={"input_image": ("test0.jpg", photo_jpeg, "image/jpeg")},
-        data={"text": "Hello", "dpi": "300"},
+        data={"brightness_strength": "20", "hd": "false"},
     )
-    assert answer.status_code == 501
-    assert answer.json()["status"] is False and answer.json()["error"]["code"] == "not_implemented"
+    assert answer.status_code == 200, answer.text
+    bright = np.asarray(decoded(answer.json()["image_base64_standard"])).astype(int)
+    plain = np.asarray(decoded(idphoto_answer["image_base64_standard"])).astype(int)
+    person = plain[..., 3] == 255
+    assert np.array_equal(bright[..., 3], plain[..., 3])  # the same matte
+    assert bright[..., :3][person].mean() > plain[..., :3][person].mean() + 5
 
 
 def test_a_photo_without_a_face_is_status_false_as_its_server_answers(client, faceless_png):
@@ -214,7 +236,8 @@ def test_a_photo_without_a_face_is_status_false_as_its_server_answers(client, fa
         ("/idphoto", {"human_matting_model": "u2net"}, 422, "invalid_parameter", "human_matting_model"),
         ("/add_background", {"render": "3"}, 422, "invalid_parameter", "render"),
         ("/add_background", {"color": "blueish"}, 422, "invalid_parameter", "color"),
-        ("/idphoto", {"brightness_strength": "5"}, 501, "not_implemented", "brightness_strength"),
+        ("/idphoto", {"brightness_strength": "60"}, 422, "invalid_parameter", "brightness_strength"),
+        ("/watermark", {"opacity": "2"}, 422, "invalid_parameter", "watermark_opacity"),
         ("/idphoto", {"input_image_base64": "%%%"}, 422, "invalid_parameter", "base64"),
     ],
 )
