@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DIR = REPO_ROOT.parent / "shared"
+SHARED_DIR = Path(os.environ.get("PORTRAIT_SHARED_DIR", REPO_ROOT.parent / "shared"))  # a worktree elsewhere names it
 
 
 # The developer's store (``PORTRAIT_MODEL_STORE`` as the session starts, else ./models): the source of the links.

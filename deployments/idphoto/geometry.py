@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cv2
@@ -24,6 +25,8 @@ from deployments.idphoto.specs import IdSpec
 logger = logging.getLogger(__name__)
 
 ROLL_THRESHOLD_DEG = 1.0
+# Where the person runs into the source's edge inside the frame, the cut fades out over this share of the height.
+SOURCE_EDGE_FADE = 0.03
 MATTE_THRESHOLD = 0.5
 # Eyes sit about half-way between crown and chin; used only when the matte misses the head.
 CROWN_FALLBACK_EYE_TO_CHIN = 1.0
@@ -61,6 +64,26 @@ class Framing:
     def head_cropped_in_source(self) -> bool:
         """The photo cuts the head: its crown lies above the top edge, or the hair runs into a side edge in view."""
         return self.crown_clipped or bool(self.cut_sides)
+
+
+def group_face(faces: Sequence[Face]) -> Face:
+    """One face standing for several side by side (a couple's photo): the eyes and nose are the people's mean
+    points, so the frame is centred between them and levelled on their mean eye line; the box spans all of them, so
+    the crown is searched above every head; the chin is the lowest."""
+    if len(faces) == 1:
+        return faces[0]
+    landmarks = np.mean([np.asarray(face.landmarks, dtype=np.float32) for face in faces], axis=0)
+    boxes = np.array([face.box for face in faces], dtype=np.float64)
+    box = (float(boxes[:, 0].min()), float(boxes[:, 1].min()), float(boxes[:, 2].max()), float(boxes[:, 3].max()))
+    chin_y = max(face.chin[1] for face in faces)
+    chin_x = float(np.mean([face.chin[0] for face in faces]))
+    return Face(
+        box=box,
+        score=min(face.score for face in faces),
+        landmarks=landmarks,
+        roll_deg=eye_roll_deg(landmarks[0], landmarks[1]),
+        chin=(chin_x, float(chin_y)),
+    )
 
 
 def plan_framing(
@@ -238,6 +261,51 @@ def padding_fractions(
         "sides": round(float(outside[third:-third].mean()) / 3.0, 4),
         "total": round(float(outside.mean()), 4),
     }
+
+
+def source_coverage(
+    affine: np.ndarray, source_hw: tuple[int, int], size_wh: tuple[int, int], feather_px: float
+) -> np.ndarray | None:
+    """How much of each output pixel the source covers (float32 in [0, 1]), or None when it covers all of them.
+
+    Beyond the source's edges there is nothing of the person, so there the matte must be 0 whatever the warp's
+    border rule stretched into it. Where the person runs into such an edge the cut is faded over ``feather_px``
+    (the distance from the uncovered region, in output pixels) instead of ending in a straight line; the output's
+    own borders are not faded.
+    """
+    width_out, height_out = size_wh
+    height_src, width_src = source_hw
+    inverse = invert_affine(affine)
+    us = np.arange(width_out, dtype=np.float32)[None, :]
+    vs = np.arange(height_out, dtype=np.float32)[:, None]
+    xs = inverse[0, 0] * us + inverse[0, 1] * vs + inverse[0, 2]
+    ys = inverse[1, 0] * us + inverse[1, 1] * vs + inverse[1, 2]
+    inside = (xs >= -0.5) & (xs <= width_src - 0.5) & (ys >= -0.5) & (ys <= height_src - 0.5)
+    if inside.all():
+        return None
+    distance = cv2.distanceTransform(inside.astype(np.uint8), cv2.DIST_L2, 5)
+    return np.clip(distance / max(feather_px, 1.0), 0.0, 1.0).astype(np.float32)
+
+
+def subject_alpha(low: LowResMatte, framing: Framing, guide_rgb: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The person's matte in the output (whose pixels are ``guide_rgb``), 0 beyond the source's edges and faded into
+    them, and whether the body runs into such an edge below the chin (shoulders cut by the source)."""
+    size_wh = framing.size_wh
+    alpha = low.matte_at(framing.affine, size_wh, guide_rgb)
+    coverage = source_coverage(framing.affine, low.source_shape, size_wh, SOURCE_EDGE_FADE * size_wh[1])
+    if coverage is None:
+        return alpha, False
+    return alpha * coverage, person_cut_below(alpha, coverage, framing.chin_out[1])
+
+
+def person_cut_below(alpha: np.ndarray, coverage: np.ndarray | None, from_row: float, min_px: int = 3) -> bool:
+    """Does the person (``alpha`` before the coverage is applied) run into the source's edge below ``from_row``?
+    That is a body cut by the photo: its shoulders end where the photo ends, not where the frame does."""
+    if coverage is None:
+        return False
+    edge = (coverage > 0.0) & (coverage <= 0.25)
+    edge[: int(max(0.0, from_row))] = False
+    return int(np.count_nonzero(edge & (alpha >= 0.5))) >= min_px
 
 
 def warp_to_output(rgb: np.ndarray, affine: np.ndarray, size_wh: tuple[int, int]) -> np.ndarray:

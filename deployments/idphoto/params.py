@@ -18,6 +18,7 @@ from deployments.common.admission import IDPHOTO_OUTPUT
 from deployments.common.errors import InternalError, InvalidParameter
 from deployments.common.params import JobParams
 from deployments.common.params import parse_params as parse_job_params
+from deployments.idphoto.lighting import Lighting
 from deployments.idphoto.matte import DEFAULT_MATTING, Matting
 from deployments.idphoto.output import (
     HD_MIN_SHORT_SIDE_PX,
@@ -29,6 +30,7 @@ from deployments.idphoto.output import (
     hd_size,
 )
 from deployments.idphoto.specs import IdSpec, custom_spec, default_specs, mm_to_px
+from deployments.idphoto.texts import DEFAULT_LANG, Lang
 from deployments.idphoto.touchup import Touchups
 from deployments.idphoto.watermark import Watermark
 
@@ -90,7 +92,11 @@ class IdPhotoParams(JobParams):
     canvas_dpi: float = Field(default=SHEET_DPI, ge=72, le=600, description="layout=custom: the sheet's DPI")
     gap_mm: float | None = Field(default=None, ge=0, le=50, description="layout=custom: space between copies")
     cut_lines: bool = False
-    lighting: bool = True
+    lighting: Lighting = Field(
+        default="gentle",
+        description="gentle: exposure only, skin keeps its colour; full: white balance + CLAHE (colder skin); off. "
+        "true means gentle, false off",
+    )
     align: bool = Field(default=True, description="level a tilted eye line before cropping")
     strict: bool = False
     matting: Matting = Field(
@@ -121,6 +127,23 @@ class IdPhotoParams(JobParams):
         if slug not in specs:
             raise ValueError(f"unknown spec {value!r}; known presets: {', '.join(sorted(specs))}")
         return slug
+
+    lang: Lang = Field(default=DEFAULT_LANG, description="language of the report's texts: en or zh (zh-CN...)")
+
+    @field_validator("lighting", mode="before")
+    @classmethod
+    def _lighting(cls, value: Any) -> Any:
+        """``true``/``false`` (what the field used to take, also as form text) mean ``gentle``/``off``."""
+        text = str(value).strip().lower()
+        return {"true": "gentle", "1": "gentle", "yes": "gentle", "false": "off", "0": "off", "no": "off"}.get(
+            text, value
+        )
+
+    @field_validator("lang", mode="before")
+    @classmethod
+    def _lang(cls, value: Any) -> Any:
+        """``zh-CN``, ``zh_Hans``, ``en-US``... name their language by the first part."""
+        return re.split(r"[-_]", value.strip().lower())[0] if isinstance(value, str) else value
 
     @field_validator("background")
     @classmethod

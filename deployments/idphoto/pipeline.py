@@ -15,11 +15,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from deployments.common.affine import eye_roll_deg
+from deployments.common.affine import apply_affine, eye_roll_deg
 from deployments.common.errors import InternalError, NoFaceFound, NotCompliant
 from deployments.common.image import require_image
 from deployments.faces.types import Face
-from deployments.idphoto.geometry import Framing, plan_framing
+from deployments.idphoto.geometry import Framing, group_face, plan_framing
 from deployments.idphoto.matte import MODNET_REFERENCE_PX, LowResMatte, Matting, keep_subject
 from deployments.idphoto.output import EncodedPhoto, encode_photo, encode_sheet, plan_sheet, render_sheet
 from deployments.idphoto.params import IdPhotoParams
@@ -41,6 +41,7 @@ from deployments.idphoto.report import (
     reasons_for,
 )
 from deployments.idphoto.specs import IdSpec
+from deployments.idphoto.texts import Lang, edges, say
 from deployments.idphoto.touchup import look_notes, mirror_framing
 from deployments.idphoto.watermark import draw_watermark
 
@@ -105,7 +106,7 @@ def make_id_photo(
     timings: dict[str, float] = {}
     spec = params.resolve_spec(specs)
     colour = params.background_colour(spec)
-    face = max(faces, key=lambda f: (f.box[2] - f.box[0]) * (f.box[3] - f.box[1]))
+    people = sorted(faces, key=lambda f: (f.box[2] - f.box[0]) * (f.box[3] - f.box[1]), reverse=True)[: spec.faces]
     size_wh = (spec.width_px, spec.height_px)
 
     with _timed(timings, "segment_ms"):
@@ -115,9 +116,9 @@ def make_id_photo(
     if low.matting != params.matting:
         raise InternalError(f"the matte was made in {low.matting} mode, the job asked for {params.matting}")
     with _timed(timings, "segment_ms"):
-        low = keep_subject(low, tuple(np.asarray(face.landmarks[:2], dtype=np.float64).mean(axis=0)))
+        low = keep_subject(low, _person_points(people), min(float(f.box[2] - f.box[0]) for f in people))
     with _timed(timings, "geometry_ms"):
-        framing = plan_framing(face, low, spec, align=params.align)
+        framing = plan_framing(group_face(people), low, spec, align=params.align)
         if params.horizontal_flip:
             framing = mirror_framing(framing)
     photo = render_photo(rgb, low, framing, params, colour, timings)
@@ -140,9 +141,8 @@ def make_id_photo(
     hd = make_hd_copy(rgb, low, framing, spec, params, colour, timings) if params.hd else None
     with _timed(timings, "report_ms"):
         # Judged before the watermark: a watermarked photo is a proof, and its marks are not the background.
-        report = judge_photo(
-            photo.rgb, photo.alpha, photo.background, framing, face, len(faces), spec, encoded, params, mark_font
-        )
+        found = Found(people, len(faces), photo.shoulders_cut, photo.skin_delta_e)
+        report = judge_photo(photo.rgb, photo.alpha, photo.background, framing, found, spec, encoded, params, mark_font)
     timings["total_ms"] = sum(timings.values())
     logger.debug("%s photo %s in %.1f ms: %s", spec.slug, report.verdict, timings["total_ms"], report.reasons)
     if params.strict and not report.compliant:
@@ -153,26 +153,39 @@ def make_id_photo(
     return IdPhotoOutcome(encoded.data, encoded.media_type, sheet, report, timings, framing, hd)
 
 
+@dataclass(frozen=True, eq=False)
+class Found:
+    """What the photo holds: the people used (largest first), how many faces were found, whether the source cuts
+    the shoulders, and how far the face colour moved (mean CIELAB ΔE)."""
+
+    people: Sequence[Face]
+    face_count: int
+    shoulders_cut: bool
+    skin_delta_e: float | None
+
+
 def judge_photo(
     photo_rgb: np.ndarray,
     alpha: np.ndarray,
     background: np.ndarray | None,
     framing: Framing,
-    face: Face,
-    face_count: int,
+    found: Found,
     spec: IdSpec,
     encoded: EncodedPhoto,
     params: IdPhotoParams,
     watermark_font: str | None = None,
 ) -> ComplianceReport:
     """Measure the finished photo against ``spec`` and the house limits in :mod:`report`."""
+    lang = params.lang
     width_out, height_out = framing.size_wh
     eyes = framing.eyes_out
     centre_x = float((eyes[:, 0].mean() + framing.chin_out[0]) / 2.0)
-    face_width_out = float(face.box[2] - face.box[0]) * framing.scale
+    face_width_out = float(max(f.box[2] - f.box[0] for f in found.people)) * framing.scale
     crown_y, crown_touches_top = measure_crown_y(alpha, centre_x, float(eyes[:, 1].mean()), face_width_out)
+    sharpness = [face_sharpness(photo_rgb, *_face_points_out(framing, f)) for f in found.people]
+    cut_edges = _cut_edges(framing)
     checks: list[Check] = [
-        Check("face_count", float(face_count), 1.0, 1.0, "faces", face_count == 1),
+        Check("face_count", float(found.face_count), spec.faces, spec.faces, "faces", found.face_count == spec.faces),
         ranged("head_height_ratio", (framing.chin_out[1] - crown_y) / height_out, *spec.head_height, "fraction"),
         ranged("top_margin_ratio", crown_y / height_out, *spec.top_margin, "fraction"),
         ranged("eye_tilt_deg", eye_roll_deg(eyes[0], eyes[1]), -MAX_TILT_DEG, MAX_TILT_DEG, "deg"),
@@ -183,68 +196,114 @@ def judge_photo(
             MAX_CENTRE_OFFSET,
             "fraction",
         ),
-        ranged("sharpness", face_sharpness(photo_rgb, eyes, framing.chin_out), MIN_SHARPNESS, None, "laplacian_var"),
+        ranged("sharpness", None if None in sharpness else min(sharpness), MIN_SHARPNESS, None, "laplacian_var"),
         ranged("source_scale", framing.scale, None, MAX_SOURCE_SCALE, "out_px_per_src_px"),
         ranged("edge_padding", framing.padding["top"] + framing.padding["bottom"], 0.0, MAX_EDGE_PADDING, "fraction"),
-        Check("crown_visible", 0.0 if crown_touches_top else 1.0, 1.0, 1.0, "bool", not crown_touches_top),
+        Check(
+            "crown_visible",
+            0.0 if crown_touches_top else 1.0,
+            1.0,
+            1.0,
+            "bool",
+            not crown_touches_top,
+            message=say(lang, "crown_visible"),
+        ),
         Check(
             "head_cropped_in_source",
-            1.0 if framing.head_cropped_in_source else 0.0,
+            1.0 if cut_edges else 0.0,
             0.0,
             0.0,
             "bool",
-            not framing.head_cropped_in_source,
-            message=f"the source photo cuts the head at its {' and '.join(_cut_edges(framing))} edge: "
-            "an ID photo needs the whole head and hair with space around them (retake from further away)",
+            not cut_edges,
+            message=say(lang, "head_cropped_in_source", edges=edges(lang, cut_edges)),
+        ),
+        Check(
+            "shoulders_cropped_in_source",
+            1.0 if found.shoulders_cut else 0.0,
+            0.0,
+            0.0,
+            "bool",
+            not found.shoulders_cut,
+            message=say(lang, "shoulders_cropped_in_source"),
         ),
     ]
     if background is not None:
-        checks.append(
-            ranged(
-                "background_uniformity",
-                background_std(photo_rgb, background, alpha),
-                0.0,
-                MAX_BACKGROUND_STD,
-                "rgb_rms",
-            )
+        std = background_std(photo_rgb, background, alpha)
+        checks.append(ranged("background_uniformity", std, 0.0, MAX_BACKGROUND_STD, "rgb_rms"))
+    failed = [c for c in checks if not c.passed]
+    reasons = list(reasons_for(tuple(failed), lang))
+    codes = [c.name for c in failed]
+    if found.face_count != spec.faces:
+        reasons[codes.index("face_count")] = say(
+            lang, "face_count", count=found.face_count, needed=spec.faces, used=len(found.people)
         )
-    reasons = list(reasons_for(tuple(checks)))
-    if face_count != 1:
-        reasons.insert(0, f"{face_count} faces found; an ID photo needs exactly one (the largest was used)")
     if not encoded.size_ok:
-        reasons.append(
-            encoded.note or f"file size {encoded.size_kb:.1f} KB outside [{params.min_kb}, {params.max_kb}] KB"
-        )
+        sizes = {"size_kb": f"{encoded.size_kb:.1f}", "min_kb": params.min_kb or "", "max_kb": params.max_kb or ""}
+        reasons.append(say(lang, "file_size", **sizes))
+        codes.append("file_size")
     return ComplianceReport(
         spec=spec.to_json(),
-        face_count=face_count,
+        face_count=found.face_count,
         checks=tuple(checks),
         reasons=tuple(reasons),
         notes=tuple(
-            _notes(framing, encoded, params)
+            _notes(framing, params)
             + look_notes(params.touchups(), flipped=params.horizontal_flip, watermark_font=watermark_font)
         ),
         encoding=encoded.to_json(),
+        reason_codes=tuple(codes),
+        advice=tuple(_advice(codes, spec, lang)),
+        lang=lang,
+        skin_delta_e=found.skin_delta_e,
     )
 
 
-def _notes(framing: Framing, encoded: EncodedPhoto, params: IdPhotoParams) -> list[str]:
+def _advice(codes: list[str], spec: IdSpec, lang: Lang) -> list[str]:
+    advice = []
+    if "head_cropped_in_source" in codes or "crown_visible" in codes:
+        advice.append(say(lang, "advice_retake_head"))
+    if "shoulders_cropped_in_source" in codes:
+        advice.append(say(lang, "advice_retake_shoulders"))
+    if "face_count" in codes:
+        advice.append(say(lang, "advice_faces", needed=spec.faces))
+    return advice
+
+
+def _notes(framing: Framing, params: IdPhotoParams) -> list[str]:
+    lang = params.lang
     notes = []
     if framing.rotated:
-        notes.append(f"eye line levelled (was {framing.roll_in_deg:+.1f} deg)")
+        notes.append(say(lang, "note_rotated", deg=f"{framing.roll_in_deg:+.1f}"))
     if framing.upsampled:
-        notes.append(f"upsampled x{framing.scale:.2f}: the source has fewer pixels than the output needs")
+        notes.append(say(lang, "note_upsampled", scale=f"{framing.scale:.2f}"))
     if framing.padding["total"] > 0:
-        notes.append(f"{framing.padding['total']:.1%} of the photo lies beyond the source (its edge was extended)")
+        notes.append(say(lang, "note_beyond_source", share=f"{framing.padding['total']:.1%}"))
     if framing.crown_clipped:
-        notes.append("the crop starts inside the source so the cut hair leaves the frame instead of ending in a line")
+        notes.append(say(lang, "note_crown_clipped"))
     if not framing.crown_from_matte:
-        notes.append("crown estimated from face proportions (segmentation missed the head)")
-    if params.lighting:
-        notes.append("white balance and lighting evened out")
-    if encoded.note and encoded.size_ok:
-        notes.append(encoded.note)
+        notes.append(say(lang, "note_crown_estimated"))
+    if params.lighting != "off":
+        notes.append(say(lang, f"note_lighting_{params.lighting}"))
     return notes
+
+
+def _person_points(people: Sequence[Face]) -> list[tuple[float, float]]:
+    """A point on each person's face (between the eyes) and one on the chest (half a face width below the chin)."""
+    points = []
+    for face in people:
+        eye_mid = np.asarray(face.landmarks[:2], dtype=np.float64).mean(axis=0)
+        points += [
+            (float(eye_mid[0]), float(eye_mid[1])),
+            (face.chin[0], face.chin[1] + 0.5 * (face.box[2] - face.box[0])),
+        ]
+    return points
+
+
+def _face_points_out(framing: Framing, face: Face) -> tuple[np.ndarray, tuple[float, float]]:
+    """A face's eyes and chin in output pixels."""
+    eyes = apply_affine(framing.affine, np.asarray(face.landmarks[:2], dtype=np.float64))
+    chin = apply_affine(framing.affine, np.array([face.chin], dtype=np.float64))[0]
+    return eyes, (float(chin[0]), float(chin[1]))
 
 
 def _cut_edges(framing: Framing) -> list[str]:

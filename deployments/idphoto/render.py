@@ -13,11 +13,12 @@ from typing import Any
 import numpy as np
 
 from deployments.idphoto.background import composite, render_background
-from deployments.idphoto.geometry import Framing, warp_to_output
-from deployments.idphoto.lighting import correct_lighting
+from deployments.idphoto.geometry import Framing, subject_alpha, warp_to_output
+from deployments.idphoto.lighting import correct_lighting, mean_delta_e
 from deployments.idphoto.matte import LowResMatte, estimate_foreground
 from deployments.idphoto.output import encode_photo, hd_size, scale_affine
 from deployments.idphoto.params import TRANSPARENT, IdPhotoParams, hex_to_rgb
+from deployments.idphoto.report import face_region
 from deployments.idphoto.specs import IdSpec
 from deployments.idphoto.touchup import touch_up
 from deployments.idphoto.watermark import draw_watermark
@@ -37,11 +38,14 @@ class HdPhoto:
 
 @dataclass(frozen=True, eq=False)
 class RenderedPhoto:
-    """A composited photo (or the decontaminated subject when transparent) and its matte (float32, [0, 1])."""
+    """A composited photo (or the decontaminated subject when transparent), its matte (float32, [0, 1]), whether the
+    source cuts the shoulders, and how far the face colour moved."""
 
     rgb: np.ndarray
     alpha: np.ndarray
     background: np.ndarray | None
+    shoulders_cut: bool = False  # the body runs into the source's edge inside the frame
+    skin_delta_e: float | None = None  # mean CIELAB ΔE of the face between the source and the result
 
     @property
     def alpha_u8(self) -> np.ndarray | None:
@@ -65,19 +69,22 @@ def render_photo(
     with timed(timings, "warp_ms"):
         crop = warp_to_output(rgb, affine, size_wh)
     with timed(timings, "refine_ms"):
-        alpha = low.matte_at(affine, size_wh, crop)
-    if params.lighting:
-        with timed(timings, "lighting_ms"):
-            crop = correct_lighting(crop, alpha > 0.5)
+        alpha, shoulders_cut = subject_alpha(low, framing, crop)
+    face = face_region(size_wh[::-1], np.asarray(framing.eyes_out), framing.chin_out) & (alpha > 0.9)
+    with timed(timings, "lighting_ms"):
+        lit = correct_lighting(crop, alpha > 0.5, params.lighting, face)
     with timed(timings, "compose_ms"):
-        foreground = estimate_foreground(crop, alpha)
+        foreground = estimate_foreground(lit, alpha)
     with timed(timings, "touchup_ms"):
         foreground = touch_up(foreground, params.touchups())
     with timed(timings, "compose_ms"):
+        background = None
         if colour == TRANSPARENT:
-            return RenderedPhoto(np.clip(foreground * 255.0 + 0.5, 0, 255).astype(np.uint8), alpha, None)
-        background = render_background(hex_to_rgb(colour), size_wh, params.render)
-        return RenderedPhoto(composite(foreground, alpha, background), alpha, background)
+            out = np.clip(foreground * 255.0 + 0.5, 0, 255).astype(np.uint8)
+        else:
+            background = render_background(hex_to_rgb(colour), size_wh, params.render)
+            out = composite(foreground, alpha, background)
+    return RenderedPhoto(out, alpha, background, shoulders_cut, mean_delta_e(crop, out, face))
 
 
 def make_hd_copy(

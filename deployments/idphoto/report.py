@@ -13,8 +13,10 @@ from typing import Any
 import cv2
 import numpy as np
 
+from deployments.idphoto.texts import Lang, label, say
+
 MAX_TILT_DEG = 2.0
-MAX_CENTRE_OFFSET = 0.05
+MAX_CENTRE_OFFSET = 0.02
 MAX_BACKGROUND_STD = 8.0
 MIN_SHARPNESS = 20.0
 MAX_SOURCE_SCALE = 1.5
@@ -43,12 +45,19 @@ class Check:
 
 @dataclass(frozen=True)
 class ComplianceReport:
+    """Checks and their verdict; ``reasons``, ``advice`` and ``notes`` in ``lang``; ``reason_codes`` for programs;
+    ``skin_delta_e``: mean CIELAB ΔE of the face between the source and the result (how much its colour moved)."""
+
     spec: dict[str, Any]
     face_count: int
     checks: tuple[Check, ...]
     reasons: tuple[str, ...]
     notes: tuple[str, ...] = ()
     encoding: dict[str, Any] = field(default_factory=dict)
+    reason_codes: tuple[str, ...] = ()
+    advice: tuple[str, ...] = ()
+    lang: Lang = "en"
+    skin_delta_e: float | None = None
 
     @property
     def verdict(self) -> str:
@@ -64,9 +73,13 @@ class ComplianceReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
+            "lang": self.lang,
             "reasons": list(self.reasons),
+            "reason_codes": list(self.reason_codes),
+            "advice": list(self.advice),
             "notes": list(self.notes),
             "face_count": self.face_count,
+            "skin_delta_e": None if self.skin_delta_e is None else round(self.skin_delta_e, 2),
             "spec": self.spec,
             "checks": [c.to_json() for c in self.checks],
             "encoding": self.encoding,
@@ -78,17 +91,24 @@ def ranged(name: str, value: float | None, low: float | None, high: float | None
     return Check(name, value, low, high, unit, bool(passed))
 
 
-def reasons_for(checks: tuple[Check, ...]) -> tuple[str, ...]:
-    return tuple(_reason(c) for c in checks if not c.passed)
+def reasons_for(checks: tuple[Check, ...], lang: Lang) -> tuple[str, ...]:
+    return tuple(_reason(c, lang) for c in checks if not c.passed)
 
 
-def _reason(check: Check) -> str:
+def _reason(check: Check, lang: Lang) -> str:
     if check.message:
         return check.message
     if check.value is None:
-        return f"{check.name}: could not be measured"
-    bounds = f"[{'' if check.low is None else check.low}, {'' if check.high is None else check.high}]"
-    return f"{check.name} is {check.value:.3f} {check.unit}, outside {bounds}".replace("  ", " ")
+        return say(lang, "not_measured", label=label(lang, check.name))
+    return say(
+        lang,
+        "out_of_range",
+        label=label(lang, check.name),
+        value=f"{check.value:.3f}",
+        unit=check.unit,
+        low="" if check.low is None else check.low,
+        high="" if check.high is None else check.high,
+    )
 
 
 def measure_crown_y(alpha: np.ndarray, centre_x: float, eye_y: float, face_width_px: float) -> tuple[float, bool]:
@@ -131,3 +151,19 @@ def face_sharpness(output_rgb: np.ndarray, eyes_out: np.ndarray, chin_out: tuple
         return None
     gray = cv2.cvtColor(np.ascontiguousarray(output_rgb[top:bottom, left:right]), cv2.COLOR_RGB2GRAY)
     return float(cv2.Laplacian(gray, cv2.CV_64F).var())
+
+
+def face_region(size_hw: tuple[int, int], eyes_out: np.ndarray, chin_out: tuple[float, float]) -> np.ndarray:
+    """Boolean mask of the face's skin-dominated area: an ellipse from just below the eyes to just above the chin,
+    about an eye distance and a half wide (cheeks, nose, mouth; no hair, no eyes)."""
+    eye_mid = eyes_out.mean(axis=0)
+    eye_distance = float(np.linalg.norm(eyes_out[1] - eyes_out[0]))
+    top = float(eye_mid[1]) + 0.15 * eye_distance
+    bottom = float(chin_out[1]) - 0.1 * max(1.0, float(chin_out[1]) - float(eye_mid[1]))
+    mask = np.zeros(size_hw, np.uint8)
+    if bottom - top < 4 or eye_distance < 4:
+        return mask.astype(bool)
+    centre = (int(round((float(eye_mid[0]) + chin_out[0]) / 2.0)), int(round((top + bottom) / 2.0)))
+    axes = (int(round(0.75 * eye_distance)), int(round((bottom - top) / 2.0)))
+    cv2.ellipse(mask, centre, axes, 0, 0, 360, 1, -1)
+    return mask.astype(bool)

@@ -39,6 +39,7 @@ class IdSpec:
     width_mm: float | None = None
     height_mm: float | None = None
     aliases: tuple[str, ...] = ()  # other names people write for it (plain-language requests match them)
+    faces: int = 1  # people in the photo (a marriage-registration photo shows two)
 
     @property
     def size_mm(self) -> tuple[float, float]:
@@ -63,6 +64,7 @@ class IdSpec:
             "top_margin": list(self.top_margin),
             "background": self.background,
             "aliases": list(self.aliases),
+            "faces": self.faces,
         }
 
 
@@ -140,7 +142,14 @@ def _spec_from_entry(slug: str, entry: Mapping[str, Any], defaults: Mapping[str,
         width_mm=float(width_mm) if width_mm else None,
         height_mm=float(height_mm) if height_mm else None,
         aliases=tuple(str(alias) for alias in entry.get("aliases", ())),
+        faces=_face_count(slug, merged.get("faces", 1)),
     )
+
+
+def _face_count(slug: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 4:
+        raise InvalidParameter(f"preset {slug}: faces must be a whole number from 1 to 4, got {value!r}")
+    return value
 
 
 def _fraction_range(slug: str, entry: Mapping[str, Any], key: str, height_mm: float) -> tuple[float, float]:

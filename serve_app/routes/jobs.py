@@ -10,12 +10,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from deployments.cartoon.params import CartoonParams
+from deployments.idphoto.texts import pick_lang
 from serve_app.app_state import backend_of as _backend
 from serve_app.app_state import settings_of as _settings
 from serve_app.deadlines import within_request_timeout
 from serve_app.jobs import job_context, parse_job_params, run_job
 from serve_app.jobs.faces import find_faces
-from serve_app.registry import JOB_ENTRIES
+from serve_app.registry import JOB_ENTRIES, job_entry
 from serve_app.schemas import ErrorOut, FacesOut
 from serve_app.uploads import read_upload
 
@@ -29,11 +30,20 @@ async def _run_job(request: Request, task: str, forced: dict | None = None) -> R
     settings = _settings(request)
     upload = await read_upload(request, settings)
     context = job_context(settings)
-    params = parse_job_params(task, {**upload.fields, **(forced or {})}, context)
+    params = parse_job_params(task, _with_language(request, task, {**upload.fields, **(forced or {})}), context)
     result = await within_request_timeout(run_job(_backend(request), task, upload.data, params, context), settings)
     if params.return_ == "json":
         return JSONResponse(result.to_json(), headers=result.headers())
     return Response(content=result.body, media_type=result.media_type, headers=result.headers())
+
+
+def _with_language(request: Request, task: str, fields: dict) -> dict:
+    """A job whose report speaks (its options have ``lang``) answers in the caller's ``Accept-Language`` unless the
+    request names ``lang``."""
+    header = request.headers.get("accept-language")
+    if header and "lang" not in fields and "lang" in job_entry(task).params_model.model_fields:
+        return {**fields, "lang": pick_lang(header)}
+    return fields
 
 
 def _image_body(params_model: type | None = None) -> dict:

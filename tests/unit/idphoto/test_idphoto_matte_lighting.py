@@ -91,7 +91,7 @@ def test_keep_subject_drops_detached_blobs_and_keeps_soft_hair_within_reach(matt
     alpha[170:180, 250:262] = 0.3  # a soft strand reaching 10 px above the head
     cv2.circle(alpha, (60, 60), 30, 1.0, -1)  # a lamp, detached
     low = LowResMatte(alpha, np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]), alpha.shape, matting)
-    kept = keep_subject(low, (256.0, 300.0)).alpha
+    kept = keep_subject(low, [(256.0, 300.0)], 200.0).alpha
     assert kept[300, 256] == pytest.approx(1.0) and kept[60, 60] == 0.0
     if matting == "modnet":  # MODNet's soft hair reaches further: 2 % of the canvas (13 px here) is kept
         assert kept[172, 256] == pytest.approx(0.3, abs=0.01)

@@ -83,7 +83,7 @@ def test_defaults_and_alias():
     assert params.return_ == "json"
     assert params.resolve_spec().slug == "cn-1inch"
     assert params.background_colour(params.resolve_spec()) == "#628bce"
-    assert params.lighting is True and params.strict is False
+    assert params.lighting == "gentle" and params.strict is False and params.lang == "en"
 
 
 @pytest.mark.parametrize(

@@ -204,3 +204,33 @@ def test_healthz_names_the_non_neural_engines_and_the_command_that_fixes_them(lo
         },
     ]
     assert body["fix"] == "portrait models pull gfpgan-v1.4 gpen-bfr-512"
+
+
+@pytest.mark.parametrize(
+    ("headers", "data", "lang"),
+    [
+        ({"Accept-Language": "zh-CN,zh;q=0.9,en;q=0.8"}, {}, "zh"),
+        ({"Accept-Language": "en-US,en;q=0.9,zh;q=0.5"}, {}, "en"),
+        ({"Accept-Language": "zh-CN"}, {"lang": "en"}, "en"),
+        ({}, {"lang": "zh-Hans"}, "zh"),
+        ({}, {}, "en"),
+    ],
+)
+def test_idphoto_report_speaks_the_callers_language(client, photo_jpeg, headers, data, lang):
+    """No 1-inch photo fits in 1 KB: the size reason comes in the caller's language (Accept-Language or lang)."""
+    answer = client.post(
+        "/v1/idphoto",
+        files={"image": ("me.jpg", photo_jpeg, "image/jpeg")},
+        data={"spec": "cn-1inch", "max_kb": "1", "return": "json", **data},
+        headers=headers,
+    )
+    assert answer.status_code == 200, answer.text
+    report = answer.json()["meta"]["report"]
+    assert report["lang"] == lang and "file_size" in report["reason_codes"]
+    reason = report["reasons"][report["reason_codes"].index("file_size")]
+    assert reason.startswith("文件大小" if lang == "zh" else "file size"), reason
+
+
+def test_idphoto_refuses_an_unknown_language(client, photo_jpeg):
+    answer = client.post("/v1/idphoto", files={"image": ("me.jpg", photo_jpeg, "image/jpeg")}, data={"lang": "fr"})
+    assert answer.status_code == 422 and "lang" in answer.text, answer.text
