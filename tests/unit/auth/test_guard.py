@@ -129,3 +129,12 @@ def test_without_keys_the_service_is_open_as_before(local_backend, photo_jpeg):
     answer = client.post("/v1/restore", files={"image": ("me.jpg", photo_jpeg, "image/jpeg")})
     assert answer.status_code == 200
     assert client.get("/v1/usage").status_code == 404
+
+
+def test_the_openai_routes_refuse_a_task_the_key_may_not_run(client, photo_jpeg):
+    files = {"image": ("me.jpg", photo_jpeg, "image/jpeg")}
+    answer = client.post(
+        "/v1/images/edits", files=files, data={"prompt": "restore this old photo"}, headers=bearer("pk_idphoto")
+    )
+    assert answer.status_code == 403
+    assert answer.json()["error"]["code"] == "forbidden"
