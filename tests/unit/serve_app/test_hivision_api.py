@@ -273,3 +273,38 @@ def test_its_paths_honour_api_keys_and_their_tasks(local_backend, photo_jpeg):
     assert refused.status_code == 403 and refused.json()["status"] is False
     assert refused.json()["error"]["code"] == "forbidden"
     assert keyed.post("/set_kb", files=files, headers=bearer("pk_all")).json()["status"] is True
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "data", "keys"),
+    [
+        ("/set_kb", "", {"kb": 50, "dpi": 300}, {"status", "image_base64", "kb"}),
+        (
+            "/watermark",
+            "size=20&opacity=0.5&angle=30&color=%23000000&space=25",
+            {"text": "Hello", "dpi": 300},
+            {"status", "image_base64", "font"},
+        ),
+        (
+            "/idphoto_crop",
+            "",
+            {
+                "height": 413,
+                "width": 295,
+                "face_detect_model": "mtcnn",
+                "hd": "true",
+                "dpi": 300,
+                "head_measure_ratio": 0.2,
+                "head_height_ratio": 0.45,
+                "top_distance_max": 0.12,
+                "top_distance_min": 0.1,
+            },
+            {"status", "image_base64_standard", "image_base64_hd", "report", "models"},
+        ),
+    ],
+)
+def test_its_python_examples_answer_its_keys(client, photo_jpeg, matted_png, path, query, data, keys):
+    image = ("idphoto_matting.png", matted_png, "image/png") if path == "/idphoto_crop" else ("t.jpg", photo_jpeg)
+    answer = client.post(f"{path}?{query}", files={"input_image": image}, data={k: str(v) for k, v in data.items()})
+    assert answer.status_code == 200, answer.text
+    assert set(answer.json()) == keys and answer.json()["status"] is True
