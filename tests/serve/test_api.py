@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 
@@ -68,4 +69,26 @@ def test_a_missing_image_field_gets_a_422_json_error(serve_url):
     assert answer.json()["error"] == {
         "code": "invalid_parameter",
         "message": "the multipart form has no file field 'image'",
+    }
+
+
+def test_a_photo_too_small_to_analyze_fails_alone_among_concurrent_requests(serve_url, astronaut_rgb):
+    """#21 row 20: a 1x1 image decodes, but face analysis needs 8 px a side; sent with seven good photos (which the
+    analyzer may batch with it), it alone gets its 422 and the seven get their faces."""
+    tiny = io.BytesIO()
+    Image.fromarray(np.zeros((1, 1, 3), np.uint8)).save(tiny, format="PNG")
+    photos = [_jpeg(astronaut_rgb)] * 7 + [tiny.getvalue()]
+
+    async def send_all() -> list[httpx.Response]:
+        async with httpx.AsyncClient(timeout=120) as client:
+            return await asyncio.gather(
+                *(client.post(f"{serve_url}/v1/faces", files={"image": ("p", photo, "image/png")}) for photo in photos)
+            )
+
+    answers = asyncio.run(send_all())
+    assert [answer.status_code for answer in answers] == [200] * 7 + [422]
+    assert all(len(answer.json()["faces"]) == 1 for answer in answers[:7])
+    assert answers[7].json()["error"] == {
+        "code": "invalid_parameter",
+        "message": "face analysis input: 1x1 is smaller than 8 px a side",
     }
