@@ -13,17 +13,22 @@ from skimage import data
 
 
 def face_frame(index: int, frames: int, width: int, height: int) -> np.ndarray:
-    """Frame ``index``: the astronaut's head crossing the frame left to right while zooming from 0.6 to 1.0."""
-    head = data.astronaut()[20:280, 120:360]
+    """Frame ``index``: the astronaut's head crossing the frame left to right while zooming from 0.6 to 1.0, moved
+    and scaled by sub-pixel amounts (as a camera sees it), with a little sensor noise (seeded by the frame)."""
+    head = _HEAD
     progress = index / max(frames - 1, 1)
     scale = (0.6 + 0.4 * progress) * height / head.shape[0] * 0.8
-    head = cv2.resize(head, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+    x0 = progress * (width - head.shape[1] * scale)
+    y0 = (height - head.shape[0] * scale) / 2
     yy, xx = np.mgrid[0:height, 0:width]
     canvas = np.stack([(xx * 3) % 256, (yy * 2) % 256, np.full_like(xx, 90)], axis=-1).astype(np.uint8)
-    x0 = int(progress * (width - head.shape[1]))
-    y0 = (height - head.shape[0]) // 2
-    canvas[y0 : y0 + head.shape[0], x0 : x0 + head.shape[1]] = head
-    return canvas
+    matrix = np.float32([[scale, 0, x0], [0, scale, y0]])
+    cv2.warpAffine(head, matrix, (width, height), dst=canvas, flags=cv2.INTER_AREA, borderMode=cv2.BORDER_TRANSPARENT)
+    noise = np.random.default_rng(index).normal(0.0, 3.0, canvas.shape)
+    return np.clip(canvas + noise, 0, 255).astype(np.uint8)
+
+
+_HEAD = data.astronaut()[20:280, 120:360]
 
 
 def make_clip(

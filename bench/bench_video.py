@@ -1,0 +1,166 @@
+"""Video on this CPU: frames/s per job (the classic engines, the built-in models), the jitter of the pasted face's
+eye positions with and without the tracker's smoothing, and the peak memory of a 10 s and a 40 s clip.
+
+Each measurement runs in-process through ``deployments/video/pipeline.py`` with ``LocalBackend`` (no Serve), on the
+test clip: the astronaut's face crossing and zooming over a textured background, a 440 Hz tone.
+
+    python bench/bench_video.py fps --seconds 4
+    python bench/bench_video.py jitter --seconds 4
+    python bench/bench_video.py memory                # a 10 s and a 40 s clip, each in a fresh process
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from deployments.common.weights import ModelStore, load_manifest  # noqa: E402
+from deployments.video.pipeline import FolderChunkStore, transcode_video  # noqa: E402
+from deployments.video.probe import probe_video  # noqa: E402
+from deployments.video.tracking import TrackingOptions  # noqa: E402
+from serve_app.jobs import job_context, parse_job_params  # noqa: E402
+from serve_app.local_backend import LocalBackend  # noqa: E402
+from serve_app.settings import Settings  # noqa: E402
+from tests.unit.video.clips import make_clip  # noqa: E402
+
+
+def _backend() -> LocalBackend:
+    settings = Settings()
+    return LocalBackend(ModelStore(settings.model_store, load_manifest(settings.models_manifest)))
+
+
+def _run(task: str, clip: Path, work: Path, backend, tracking: TrackingOptions | None = None, record=None):
+    context = job_context(Settings())
+    options = context.video.options if tracking is None else replace(context.video.options, tracking=tracking)
+    params = parse_job_params(task, {}, context)
+    module = __import__(f"serve_app.jobs.{task}", fromlist=["frame_processor"])
+
+    async def go():
+        process = await module.frame_processor(backend, params, context)
+
+        async def traced(rgb, faces):
+            if record is not None:
+                record.append([face.landmarks[:2].copy() for face in faces])
+            return await process(rgb, faces)
+
+        info = probe_video(clip, context.video.limits)
+        return await transcode_video(
+            clip, info, backend.analyze_faces, traced, FolderChunkStore(work), work / "out.mp4", options
+        )
+
+    return asyncio.run(go())
+
+
+def fps(args) -> None:
+    backend = _backend()
+    with tempfile.TemporaryDirectory() as folder:
+        clip = make_clip(Path(folder) / "clip.mp4", seconds=args.seconds, width=args.width, height=args.height)
+        for task in ("restore", "cartoon"):
+            start = time.perf_counter()
+            cpu = time.process_time()
+            report = _run(task, clip, Path(folder) / task, backend)
+            wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+            engines = sorted({info.engine for info in report.engines})
+            print(
+                json.dumps(
+                    {
+                        "task": task,
+                        "frames": report.frames,
+                        "wall_s": round(wall, 2),
+                        "frames_per_s": round(report.frames / wall, 2),
+                        "cpu_s_per_frame": round(cpu / report.frames, 3),
+                        "engines": engines,
+                        "timings_ms": report.timings_ms,
+                    }
+                )
+            )
+
+
+def _residual_px(eyes: np.ndarray) -> float:
+    """RMS residual of each eye coordinate after a cubic fit along time (the slow motion of the face removed)."""
+    t = np.arange(len(eyes))
+    flat = eyes.reshape(len(eyes), -1)
+    fit = np.stack([np.polyval(np.polyfit(t, flat[:, i], 3), t) for i in range(flat.shape[1])], axis=1)
+    return float(np.sqrt(((flat - fit) ** 2).mean()))
+
+
+def jitter(args) -> None:
+    backend = _backend()
+    results = {}
+    with tempfile.TemporaryDirectory() as folder:
+        clip = make_clip(Path(folder) / "clip.mp4", seconds=args.seconds, width=args.width, height=args.height)
+        for name, smooth in (("per-frame detection", False), ("tracked + smoothed", True)):
+            record: list = []
+            _run("restore", clip, Path(folder) / name, backend, TrackingOptions(smooth=smooth), record)
+            eyes = np.stack([faces[0] for faces in record if faces])
+            results[name] = round(_residual_px(eyes), 3)
+    results["ratio"] = round(results["per-frame detection"] / results["tracked + smoothed"], 2)
+    print(json.dumps({"clip_s": args.seconds, "size": [args.width, args.height], "jitter_px": results}))
+
+
+def memory(args) -> None:
+    for seconds in (10, 40):
+        point = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "peak",
+                "--seconds",
+                str(seconds),
+                "--width",
+                str(args.width),
+                "--height",
+                str(args.height),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        print(point.stdout.strip().splitlines()[-1])
+
+
+def peak(args) -> None:
+    """One clip, its job, then this process's peak resident memory."""
+    backend = _backend()
+    with tempfile.TemporaryDirectory() as folder:
+        clip = make_clip(Path(folder) / "clip.mp4", seconds=args.seconds, width=args.width, height=args.height)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        report = _run("restore", clip, Path(folder) / "work", backend)
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        json.dumps(
+            {
+                "clip_s": args.seconds,
+                "frames": report.frames,
+                "peak_rss_mib": round(peak_mib, 1),
+                "before_job_mib": round(before / 1024, 1),
+            }
+        )
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=("fps", "jitter", "memory", "peak"))
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--width", type=int, default=640)
+    parser.add_argument("--height", type=int, default=480)
+    args = parser.parse_args()
+    {"fps": fps, "jitter": jitter, "memory": memory, "peak": peak}[args.what](args)
+
+
+if __name__ == "__main__":
+    main()
