@@ -14,8 +14,9 @@ import math
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from deployments.common.admission import IDPHOTO_OUTPUT
 from deployments.common.errors import InvalidParameter
 from deployments.common.params import parse_params
 from deployments.idphoto.background import Render
@@ -62,6 +63,14 @@ class _Form(BaseModel):
 class _Sized(_Form):
     height: int = Field(default=413, ge=32, le=MAX_SIDE_PX)
     width: int = Field(default=295, ge=32, le=MAX_SIDE_PX)
+
+    @model_validator(mode="after")
+    def _within_the_output_cap(self) -> _Sized:
+        """The ID-photo output cap of ``deployments/common/admission.py``, as our own ``IdPhotoParams`` apply it."""
+        too_large = IDPHOTO_OUTPUT.problem(self.width, self.height)
+        if too_large is not None:
+            raise ValueError(too_large)
+        return self
 
 
 class _Framed(_Sized):

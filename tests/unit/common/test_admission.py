@@ -21,6 +21,7 @@ from deployments.common.admission import (
 from deployments.common.errors import ImageTooManyPixels, InvalidParameter
 from deployments.common.image import encode_image
 from deployments.idphoto.specs import default_specs
+from serve_app.hivision_wire import CropForm, IdPhotoForm, LayoutForm, parse_form
 from serve_app.jobs import JobContext, Limits, job_context, parse_job_params, run_job
 from serve_app.jobs.context import decode_upload
 from serve_app.settings import Settings
@@ -65,6 +66,14 @@ def test_an_id_photo_size_over_the_output_cap_is_a_422_naming_the_cap(fields, jo
         parse_job_params("idphoto", fields, job_ctx)
     assert refused.value.http_status == 422
     assert f"over the cap of {IDPHOTO_OUTPUT.max_pixels} (4 MP)" in refused.value.message
+
+
+@pytest.mark.parametrize("form", [LayoutForm, IdPhotoForm, CropForm])
+def test_hivision_sizes_over_the_id_photo_output_cap_are_a_422_naming_the_cap(form):
+    """The HivisionIDPhotos routes take sizes up to 4000 px a side: the same cap as our own ID photo applies."""
+    with pytest.raises(InvalidParameter, match=r"an ID photo of 4000x4000 = 16000000 pixels is over the cap"):
+        parse_form(form, {"width": "4000", "height": "4000"})
+    assert parse_form(form, {"width": "1000", "height": "4000"})[0].width == 1000
 
 
 def test_every_id_photo_preset_and_a_generous_custom_size_fit_the_cap(job_ctx):
