@@ -2,14 +2,16 @@
 
 Renders: ``solid`` (the colour everywhere), ``vertical`` (the colour at the top edge fading to a light tint of it at
 the bottom edge), ``radial`` (a light tint of the colour behind the head fading to the full colour at the corners,
-the studio spot-light look). The tint is the colour mixed ``TINT_WEIGHT`` of the way towards white, so a white
-background stays white and a blue one stays recognisably blue. ``transparent`` keeps the matte as the alpha channel.
+the studio spot-light look), or a picture (:func:`fit_background`). The tint is the colour mixed ``TINT_WEIGHT`` of
+the way towards white, so a white background stays white and a blue one stays recognisably blue. ``transparent``
+keeps the matte as the alpha channel.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
+import cv2
 import numpy as np
 
 Render = Literal["solid", "vertical", "radial"]
@@ -32,6 +34,19 @@ def render_background(colour_rgb: tuple[int, int, int], size_wh: tuple[int, int]
         distance = np.hypot(xs - centre_x, ys - centre_y)
         weight = 1.0 - (distance / distance.max())[..., None]
     return (base * (1.0 - weight) + tint * weight).astype(np.float32)
+
+
+def fit_background(image_rgb: np.ndarray, size_wh: tuple[int, int]) -> np.ndarray:
+    """A background picture (HxWx3 uint8 RGB) scaled to cover ``size_wh`` and centre-cropped (never stretched), as
+    float32 RGB in [0, 1]."""
+    width, height = size_wh
+    scale = max(width / image_rgb.shape[1], height / image_rgb.shape[0])
+    scaled_wh = (max(width, round(image_rgb.shape[1] * scale)), max(height, round(image_rgb.shape[0] * scale)))
+    shrinking = scale < 1.0
+    scaled = cv2.resize(image_rgb, scaled_wh, interpolation=cv2.INTER_AREA if shrinking else cv2.INTER_CUBIC)
+    left, top = (scaled_wh[0] - width) // 2, (scaled_wh[1] - height) // 2
+    window = scaled[top : top + height, left : left + width]
+    return window.astype(np.float32) * np.float32(1.0 / 255.0)
 
 
 def composite(foreground: np.ndarray, alpha: np.ndarray, background: np.ndarray) -> np.ndarray:

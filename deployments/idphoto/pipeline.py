@@ -94,11 +94,13 @@ def make_id_photo(
     matte_source: MatteSource | LowResMatte,
     params: IdPhotoParams,
     specs: Mapping[str, IdSpec] | None = None,
+    background_image: np.ndarray | None = None,
 ) -> IdPhotoOutcome:
     """Build the ID photo for ``rgb`` (image contract: HxWx3 uint8 RGB) whose faces were found beforehand.
 
     ``matte_source`` is a matter (matting runs here, in ``params.matting`` mode) or a :class:`LowResMatte` computed
-    in a batch earlier in that mode.
+    in a batch earlier in that mode. ``background_image`` (HxWx3 uint8 RGB), when given, replaces the background
+    colour: it is scaled to cover the photo and centre-cropped.
     """
     require_image(rgb)
     if not faces:
@@ -121,7 +123,7 @@ def make_id_photo(
         framing = plan_framing(group_face(people), low, spec, align=params.align)
         if params.horizontal_flip:
             framing = mirror_framing(framing)
-    photo = render_photo(rgb, low, framing, params, colour, timings)
+    photo = render_photo(rgb, low, framing, params, colour, timings, background_image)
     mark = params.watermark()
     delivered, mark_font = photo.rgb, None
     if mark is not None:
@@ -138,7 +140,7 @@ def make_id_photo(
         with _timed(timings, "layout_ms"):
             plan = plan_sheet(canvas, size_wh, spec.dpi)
             sheet = encode_sheet(render_sheet(delivered, plan, cut_lines=params.cut_lines), params.format, canvas.dpi)
-    hd = make_hd_copy(rgb, low, framing, spec, params, colour, timings) if params.hd else None
+    hd = make_hd_copy(rgb, low, framing, spec, params, colour, timings, background_image) if params.hd else None
     with _timed(timings, "report_ms"):
         # Judged before the watermark: a watermarked photo is a proof, and its marks are not the background.
         found = Found(people, len(faces), photo.shoulders_cut, photo.skin_delta_e)

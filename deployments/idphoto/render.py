@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from deployments.idphoto.background import composite, render_background
+from deployments.idphoto.background import composite, fit_background, render_background
 from deployments.idphoto.geometry import Framing, subject_alpha, warp_to_output
 from deployments.idphoto.lighting import correct_lighting, mean_delta_e
 from deployments.idphoto.matte import LowResMatte, estimate_foreground
@@ -62,9 +62,11 @@ def render_photo(
     params: IdPhotoParams,
     colour: str,
     timings: dict[str, float],
+    background_image: np.ndarray | None = None,
 ) -> RenderedPhoto:
     """Warp, matte, relight, touch up the person (after matting, before compositing) and composite, at the size
-    of ``framing`` (the photo's, or the HD copy's through :func:`scale_framing`)."""
+    of ``framing`` (the photo's, or the HD copy's through :func:`scale_framing`), over ``colour`` or, when given,
+    ``background_image`` (uint8 RGB, fitted to cover the photo)."""
     affine, size_wh = framing.affine, framing.size_wh
     with timed(timings, "warp_ms"):
         crop = warp_to_output(rgb, affine, size_wh)
@@ -79,10 +81,13 @@ def render_photo(
         foreground = touch_up(foreground, params.touchups())
     with timed(timings, "compose_ms"):
         background = None
-        if colour == TRANSPARENT:
+        if background_image is not None:
+            background = fit_background(background_image, size_wh)
+        elif colour != TRANSPARENT:
+            background = render_background(hex_to_rgb(colour), size_wh, params.render)
+        if background is None:
             out = np.clip(foreground * 255.0 + 0.5, 0, 255).astype(np.uint8)
         else:
-            background = render_background(hex_to_rgb(colour), size_wh, params.render)
             out = composite(foreground, alpha, background)
     return RenderedPhoto(out, alpha, background, shoulders_cut, mean_delta_e(crop, out, face))
 
@@ -95,13 +100,15 @@ def make_hd_copy(
     params: IdPhotoParams,
     colour: str,
     timings: dict[str, float],
+    background_image: np.ndarray | None = None,
 ) -> HdPhoto:
     """The same crop rendered at ``hd_size`` (the source's own detail, short side >= 600 px), with the same touch-ups
     and watermark (scaled), encoded at the DPI that keeps the physical size; no KB target."""
     hd_wh = hd_size((spec.width_px, spec.height_px), framing.scale)
     factor = hd_wh[0] / spec.width_px
     hd_timings: dict[str, float] = {}
-    photo = render_photo(rgb, low, scale_framing(framing, factor, hd_wh), params, colour, hd_timings)
+    hd_framing = scale_framing(framing, factor, hd_wh)
+    photo = render_photo(rgb, low, hd_framing, params, colour, hd_timings, background_image)
     with timed(hd_timings, "encode_ms"):
         delivered = photo.rgb
         mark = params.watermark()

@@ -62,6 +62,7 @@ class ResultRecord(BaseModel):
     params: dict[str, Any]
     result_key: str
     sheet_key: str | None = None  # the ID photo's print sheet, when the params asked for a layout
+    hd_key: str | None = None  # the ID photo's HD copy, when the params asked for hd
     attachments_key: str | None = None  # the JSON attachments of a ``return=json`` result
     meta: ResultMeta
     uploaded_at: datetime
@@ -147,8 +148,10 @@ def is_recorded(records: list[ResultRecord | ErrorRecord], source: SourceOut) ->
 
 def write_result(store: ObjectStore, names: RecordNames, result: JobResult, record: ResultRecord) -> None:
     """The images first, then the ``.json``: a crash in between leaves no record, so the object is redone."""
-    if result.sheet is not None and record.sheet_key is not None:
-        store.put(record.sheet_key, result.sheet, content_type=result.media_type)
+    for name, data in result.companions().items():
+        companion_key = getattr(record, f"{name}_key")
+        if companion_key is not None:
+            store.put(companion_key, data, content_type=result.media_type)
     if result.attachments and record.attachments_key is not None:
         store.put(record.attachments_key, json.dumps(result.attachments).encode(), content_type=RECORD_CONTENT_TYPE)
     store.put(record.result_key, result.body, content_type=result.media_type)
@@ -164,11 +167,11 @@ def output_key(key: str, result: JobResult, *, within: str = "") -> str:
     return result_name(key, result_extension(result.media_type), within=within)
 
 
-def sheet_key(key: str, result: JobResult, *, within: str = "") -> str | None:
-    """``<key without extension>.sheet.<ext>`` beside the result, when the job made a print sheet."""
-    if result.sheet is None:
+def companion_key(key: str, result: JobResult, name: str, *, within: str = "") -> str | None:
+    """``<key without extension>.<name>.<ext>`` beside the result (``name``: sheet, hd), when the job made one."""
+    if name not in result.companions():
         return None
-    return result_name(key, "sheet." + result_extension(result.media_type), within=within)
+    return result_name(key, f"{name}." + result_extension(result.media_type), within=within)
 
 
 def attachments_key(key: str, result: JobResult) -> str | None:

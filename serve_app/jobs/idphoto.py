@@ -48,6 +48,7 @@ async def run(backend: Backend, data: bytes, params: IdPhotoParams, context: Job
         body=outcome.photo,
         media_type=outcome.media_type,
         meta=meta,
-        attachments={"report": outcome.report.to_json()},
+        attachments={"report": outcome.report.to_json(), **({"hd": outcome.hd.to_json()} if outcome.hd else {})},
         sheet=outcome.sheet,
+        hd=None if outcome.hd is None else outcome.hd.data,
     )

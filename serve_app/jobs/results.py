@@ -15,6 +15,10 @@ from serve_app.jobs.context import Timings
 from serve_app.jobs.deadline import run_stage
 from serve_app.schemas import ResultMeta, WeightsOut
 
+# Images a result may carry beside its own, in its media type: an ID photo's print sheet and HD copy. Each travels as
+# ``<name>_b64`` + ``<name>_media_type`` in ``return=json`` and as ``<name>_key`` in a bucket record.
+COMPANIONS = ("sheet", "hd")
+
 
 @dataclass(frozen=True)
 class JobResult:
@@ -22,7 +26,12 @@ class JobResult:
     media_type: str
     meta: ResultMeta
     attachments: dict[str, Any] = field(default_factory=dict)
-    sheet: bytes | None = None  # an ID photo's print sheet (same media type as the photo)
+    sheet: bytes | None = None  # an ID photo's print sheet
+    hd: bytes | None = None  # an ID photo's HD copy
+
+    def companions(self) -> dict[str, bytes]:
+        """The companion images this result has, by name (see ``COMPANIONS``)."""
+        return {name: data for name in COMPANIONS if (data := getattr(self, name)) is not None}
 
     def headers(self) -> dict[str, str]:
         """The metadata a plain image response carries in headers."""
@@ -37,14 +46,13 @@ class JobResult:
     @classmethod
     def from_json(cls, answer: dict[str, Any]) -> JobResult:
         """The inverse of ``to_json``: a job answered over HTTP with ``return=json`` (the backfill CLI reads it)."""
-        fixed = {"image_b64", "media_type", "meta", "sheet_b64", "sheet_media_type"}
-        sheet = answer.get("sheet_b64")
+        fixed = {"image_b64", "media_type", "meta"} | {f"{n}_{e}" for n in COMPANIONS for e in ("b64", "media_type")}
         return cls(
             body=base64.b64decode(answer["image_b64"]),
             media_type=answer["media_type"],
             meta=ResultMeta.model_validate(answer["meta"]),
             attachments={key: value for key, value in answer.items() if key not in fixed},
-            sheet=base64.b64decode(sheet) if sheet is not None else None,
+            **{name: base64.b64decode(answer[f"{name}_b64"]) for name in COMPANIONS if answer.get(f"{name}_b64")},
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -52,13 +60,17 @@ class JobResult:
             "image_b64": base64.b64encode(self.body).decode("ascii"),
             "media_type": self.media_type,
             "meta": self.meta.model_dump(),
-            **(
-                {"sheet_b64": base64.b64encode(self.sheet).decode("ascii"), "sheet_media_type": self.media_type}
-                if self.sheet is not None
-                else {}
-            ),
+            **companions_json(self.companions(), self.media_type),
             **self.attachments,
         }
+
+
+def companions_json(images: dict[str, bytes], media_type: str) -> dict[str, str]:
+    """``<name>_b64`` and ``<name>_media_type`` for each companion image."""
+    answer = {}
+    for name, data in images.items():
+        answer |= {f"{name}_b64": base64.b64encode(data).decode("ascii"), f"{name}_media_type": media_type}
+    return answer
 
 
 def output_format(requested: str, source: DecodedImage) -> str:

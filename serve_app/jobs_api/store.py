@@ -23,6 +23,7 @@ from serve_app.bucket.records import (
     record_names,
 )
 from serve_app.bucket.routing import PARAMS_METADATA
+from serve_app.jobs.results import COMPANIONS, companions_json
 from serve_app.jobs.video import read_progress, work_prefix
 from serve_app.jobs_api.config import within
 from serve_app.jobs_api.layout import JobRef, idempotency_key, is_job_id
@@ -137,7 +138,8 @@ class JobStore:
         return self._outputs[view.record.task].get(stored.result_key, max_bytes=1 << 31).data
 
     def result_json(self, view: JobView, body: bytes) -> dict[str, Any]:
-        """What ``return=json`` answers (``JobResult.to_json``), from the stored image, sheet and attachments."""
+        """What ``return=json`` answers (``JobResult.to_json``), from the stored image, companions (sheet, HD copy)
+        and attachments."""
         stored = view.result
         if stored is None:
             raise ObjectNotFound(view.record.id)
@@ -147,9 +149,12 @@ class JobStore:
             "media_type": stored.meta.media_type,
             "meta": stored.meta.model_dump(),
         }
-        if stored.sheet_key is not None:
-            sheet = output.get(stored.sheet_key, max_bytes=1 << 31).data
-            answer |= {"sheet_b64": base64.b64encode(sheet).decode("ascii"), "sheet_media_type": stored.meta.media_type}
+        companions = {
+            name: output.get(key, max_bytes=1 << 31).data
+            for name in COMPANIONS
+            if (key := getattr(stored, f"{name}_key")) is not None
+        }
+        answer |= companions_json(companions, stored.meta.media_type)
         if stored.attachments_key is not None:
             answer |= _read_json(output, stored.attachments_key) or {}
         return answer

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from dataclasses import replace
 
 import pytest
+from PIL import Image
 
 from deployments.common.errors import InternalError, ModelUnavailable
 from serve_app.bucket.events import ObjectEvent
@@ -114,6 +116,24 @@ def test_an_id_photo_with_a_layout_writes_its_print_sheet(folders, local_backend
     assert (record["result_key"], record["sheet_key"]) == ("me.jpg", "me.sheet.jpg")
     assert sorted(info.key for info in out.list()) == ["me.jpg", "me.json", "me.sheet.jpg"]
     assert out.head("me.sheet.jpg").size_bytes > out.head("me.jpg").size_bytes
+
+
+def test_an_id_photo_with_hd_writes_its_hd_copy_beside_the_result(folders, local_backend, job_ctx, photo_jpeg):
+    source, out, tmp = folders
+    source.put("me.jpg", photo_jpeg, content_type="image/jpeg")
+    worker = make_worker(tmp, local_backend, job_ctx, task="idphoto", params={"hd": True, "return": "json"})
+    assert run(worker.process_object(worker.table.routes[0], "me.jpg")).status is Status.DONE
+    record = json.loads(out.get("me.json", max_bytes=1 << 20).data)
+    assert (record["result_key"], record["sheet_key"], record["hd_key"]) == ("me.jpg", None, "me.hd.jpg")
+    hd = Image.open(io.BytesIO(out.get("me.hd.jpg", max_bytes=1 << 24).data))
+    assert min(hd.size) >= 600 and abs(hd.size[0] / hd.size[1] - 295 / 413) < 0.003
+    attachments = json.loads(out.get(record["attachments_key"], max_bytes=1 << 20).data)
+    assert attachments["hd"] == {
+        "width": hd.size[0],
+        "height": hd.size[1],
+        "dpi": pytest.approx(hd.info["dpi"][0], abs=0.5),
+        "bytes": out.head("me.hd.jpg").size_bytes,
+    }
 
 
 def test_duplicates_and_replays_give_one_result(folders, local_backend, job_ctx, photo_jpeg):

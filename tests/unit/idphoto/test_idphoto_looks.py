@@ -15,6 +15,7 @@ from skimage import data as skdata
 
 from deployments.common.errors import InvalidParameter
 from deployments.idphoto import watermark
+from deployments.idphoto.background import fit_background
 from deployments.idphoto.params import parse_params
 from deployments.idphoto.pipeline import IdPhotoOutcome, make_id_photo
 from deployments.idphoto.touchup import Touchups, touch_up
@@ -278,3 +279,33 @@ def test_chinese_watermark_uses_a_cjk_font_when_one_is_installed():
     marked = watermark.draw_watermark(grey, watermark.Watermark("仅供办证使用", opacity=1.0))
     assert marked.font == Path(cjk[0]).name
     assert (marked.rgb != grey).any()
+
+
+def test_fit_background_covers_the_photo_without_stretching():
+    picture = np.zeros((100, 400, 3), np.uint8)
+    picture[:, :, 0] = np.arange(400, dtype=np.uint8)[None, :] // 2  # red rises left to right
+    picture[40:60, 190:210] = (0, 255, 0)  # a green square at the centre
+    fitted = fit_background(picture, (60, 120))  # 1.2 x: 120 high, 480 wide, the middle 60 columns kept
+    assert fitted.shape == (120, 60, 3) and fitted.dtype == np.float32
+    centre = (fitted[60, 30] * 255).round()
+    assert centre[1] == 255 and centre[0] == 0
+    assert abs(fitted[10, 0, 0] * 255 - (210 / 1.2) / 2) < 3  # no squeeze: column 0 is source column ~175
+
+
+def test_a_background_picture_replaces_the_colour_behind_the_person_only(textured, alpha):
+    picture = cv2.resize(skdata.coffee(), (640, 427))
+    outcome = make_id_photo(
+        textured.rgb,
+        [textured.face],
+        textured.low_matte(),
+        parse_params({"format": "png", "brightness_strength": 20, "hd": True}),
+        background_image=picture,
+    )
+    photo = pixels(outcome.photo)
+    expected = np.clip(fit_background(picture, (295, 413)) * 255.0 + 0.5, 0, 255).astype(np.uint8)
+    background = alpha == 0
+    assert (photo[background] == expected[background]).all()
+    assert not (photo[alpha == 255] == expected[alpha == 255]).all(axis=1).any()
+    hd = pixels(outcome.hd.data)
+    small = cv2.resize(hd, (295, 413), interpolation=cv2.INTER_AREA)
+    assert np.abs(small.astype(int) - photo.astype(int)).mean() < 6

@@ -61,6 +61,19 @@ def test_a_json_job_with_return_json_answers_like_the_route(jobs_app, photo_jpeg
     assert {**stored["meta"], "timings_ms": None} == {**sync["meta"], "timings_ms": None}
 
 
+def test_a_job_keeps_the_id_photos_sheet_and_hd_copy_like_the_route(jobs_app, photo_jpeg):
+    client = jobs_app.client
+    params = {"layout": "4r", "hd": "true", "return": "json"}
+    accepted = client.post("/v1/jobs", files=files_of(photo_jpeg), data={"task": "idphoto", **params})
+    assert accepted.status_code == 202, accepted.text
+    jobs_app.wait(accepted.json()["id"])
+    stored = client.get(accepted.json()["result_url"]).json()
+    sync = client.post("/v1/idphoto", files=files_of(photo_jpeg), data=params).json()
+    companions = {"sheet_b64", "sheet_media_type", "hd_b64", "hd_media_type"}
+    assert set(stored) == set(sync) == {"image_b64", "media_type", "meta", "report", "hd"} | companions
+    assert {key: stored[key] for key in companions | {"hd"}} == {key: sync[key] for key in companions | {"hd"}}
+
+
 def test_a_bad_option_is_422_at_submit_like_the_route(jobs_app, photo_jpeg):
     client = jobs_app.client
     refused = client.post("/v1/jobs", files=files_of(photo_jpeg), data={"task": "restore", "upscale": "3"})

@@ -150,6 +150,37 @@ def test_a_json_answer_reads_back_whole_print_sheet_included(client, photo_jpeg)
     assert result.to_json() == answer.json()
 
 
+def test_a_json_answer_carries_the_hd_copy_and_reads_back_whole(client, photo_jpeg):
+    answer = client.post(
+        "/v1/idphoto",
+        files={"image": ("me.jpg", photo_jpeg, "image/jpeg")},
+        data={"hd": "true", "brightness_strength": "10", "return": "json"},
+    )
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    hd = image_of(base64.b64decode(body["hd_b64"]))
+    assert body["hd_media_type"] == "image/jpeg" and "sheet_b64" not in body
+    assert body["hd"] == {
+        "width": hd.size[0],
+        "height": hd.size[1],
+        "dpi": pytest.approx(hd.info["dpi"][0], abs=0.5),
+        "bytes": len(base64.b64decode(body["hd_b64"])),
+    }
+    assert min(hd.size) >= 600 and abs(hd.size[0] / hd.size[1] - 295 / 413) < 0.003
+    result = JobResult.from_json(body)
+    assert result.hd is not None and result.sheet is None
+    assert result.to_json() == body
+
+
+def test_a_bad_touch_up_value_is_a_422_naming_the_field(client, photo_jpeg):
+    answer = client.post(
+        "/v1/idphoto", files={"image": ("me.jpg", photo_jpeg, "image/jpeg")}, data={"sharpen_strength": "9"}
+    )
+    assert answer.status_code == 422
+    error = answer.json()["error"]
+    assert error["code"] == "invalid_parameter" and error["message"].startswith("sharpen_strength:")
+
+
 @pytest.mark.parametrize("model", ["gfpgan-v1.4", "codeformer", "gpen-bfr-512", "gpen-bfr-256"])
 @pytest.mark.parametrize("upscale", [2, 4])
 def test_every_restore_model_and_upscale_answers_and_names_its_engines(client, photo_jpeg, model, upscale):
