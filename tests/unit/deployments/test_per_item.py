@@ -5,6 +5,7 @@ method itself in a plain event loop, as Ray's own batching tests call it. The po
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import sys
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from deployments.idphoto.matte import MatteRequest
 from deployments.restore.deployment import BackgroundUpscaler, FaceRestorer
 from deployments.restore.types import FaceToRestore, TileToUpscale
 from deployments.restore.upscaler import UpscalePredictor, UpscalerOptions
+from tests.conftest import REPO_ROOT
 from tests.unit.restore.test_upscaler import store_with
 
 POISON_AT = 5
@@ -201,3 +203,18 @@ def test_an_out_of_memory_fails_only_the_item_that_caused_it(stage, via, cases, 
     outcomes = run_eight(via, replica, case, items)
     assert_seven_succeed(case, outcomes, "overloaded")
     assert outcomes[POISON_AT].error.details["reason"] == "out_of_memory"
+
+
+def test_every_batched_method_answers_per_item():
+    """A deployment added later (the Colorizer...) follows the same pattern: each ``@serve.batch`` method of every
+    ``deployment.py`` returns ``run_per_item``'s outcomes, so its items fail alone."""
+    methods = {}
+    for path in sorted((REPO_ROOT / "deployments").glob("*/deployment.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            batched = isinstance(node, ast.AsyncFunctionDef) and any(
+                "serve.batch" in ast.unparse(decorator) for decorator in node.decorator_list
+            )
+            if batched:
+                methods[f"{path.parent.name}.{node.name}"] = "run_per_item" in ast.unparse(node)
+    assert {"faces.analyze", "idphoto.segment", "restore.restore", "restore.upscale", "cartoon.stylize"} <= set(methods)
+    assert all(methods.values()), methods
