@@ -5,6 +5,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from deployments.common.admission import RESTORE_OUTPUT
 from deployments.common.errors import InvalidParameter
 
 DEFAULT_TILE_PX = 512
@@ -12,10 +13,11 @@ _MARGIN_PX = 8  # Lanczos reads 4 source pixels each side; 8 keeps tile seams in
 
 
 def upscale_image(
-    rgb: np.ndarray, factor: int, *, tile_px: int = DEFAULT_TILE_PX, max_output_pixels: int = 200_000_000
+    rgb: np.ndarray, factor: int, *, tile_px: int = DEFAULT_TILE_PX, max_output_pixels: int = RESTORE_OUTPUT.max_pixels
 ) -> np.ndarray:
     """Lanczos ×``factor`` (1, 2 or 4), computed tile by tile with overlapping margins (identical to one full resize
-    away from the image border, where each tile sees the same neighbours)."""
+    away from the image border, where each tile sees the same neighbours). ``max_output_pixels``: the restore job's
+    output cap (``admission``), which its decode already enforced; this is the last line behind it."""
     if factor not in (1, 2, 4):
         raise InvalidParameter(f"upscale must be 1, 2 or 4, got {factor}")
     if factor == 1:
