@@ -83,7 +83,7 @@ def test_cancelling_a_waiting_job_deletes_its_input_and_says_cancelled(held_app,
 def test_a_restarted_runner_finishes_and_calls_back_what_was_accepted(tmp_path, local_backend, job_ctx, photo_jpeg):
     app = make_jobs_app(tmp_path, local_backend, job_ctx)
     with app.client:
-        app.runner.attach(_worker_that_never_runs(app, job_ctx))  # the runner dies before it runs anything
+        app.runner.attach(DeadWorker(build_routing_table(job_routes(app.runner.config, app.store, JOBS), job_ctx)))
         form = {"task": "cartoon", "callback_url": "http://127.0.0.1:9/hook"}
         job_id = app.client.post("/v1/jobs", files=files_of(photo_jpeg), data=form).json()["id"]
         restarted = JobsRunner(app.runner.config, app.store, app.runner._keys, post=app.receiver.post)
@@ -97,14 +97,14 @@ def test_a_restarted_runner_finishes_and_calls_back_what_was_accepted(tmp_path, 
         assert verify("app-secret", headers[SIGNATURE_HEADER], body, now_s=time.time())
 
 
-def _worker_that_never_runs(app, job_ctx):
-    class Dead:
-        def submit(self, events):
-            return 0
+class DeadWorker:
+    """A runner that died before running anything: it takes jobs and never processes them."""
 
-        table = build_routing_table(job_routes(app.runner.config, app.store, JOBS), job_ctx)
+    def __init__(self, table) -> None:
+        self.table = table
 
-    return Dead()
+    def submit(self, events) -> int:
+        return len(list(events))
 
 
 def test_keys_keep_jobs_apart_and_a_task_the_key_may_not_run_is_403_at_submit(
