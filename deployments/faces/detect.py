@@ -23,6 +23,7 @@ import numpy as np
 
 from deployments.common.affine import apply_affine, pixel_scale_affine
 from deployments.common.errors import InvalidParameter
+from deployments.faces.confirm import CANDIDATE_THRESHOLD, confirm_small_faces, is_candidate
 from deployments.faces.tflite import TfliteModel
 
 logger = logging.getLogger(__name__)
@@ -83,9 +84,10 @@ class DetectionParams:
     """Knobs of one detection run (``FaceAnalysisConfig`` extends this, so each knob is declared once).
 
     ``score_threshold``: detector score a face needs; ``small_face_threshold``: the lower score enough for a face of
-    at most ``small_face_max_px`` (box side) in a photo that is not a portrait: small grey faces of old group photos
-    score 0.5–0.7, while the false hits seen at those scores are mostly large boxes on texture (measured on
-    ``bench/bench_group_faces.py``'s tuning photos). ``min_eye_px``: smallest eye distance the tiles are planned
+    at most ``small_face_max_px`` (box side) in a photo that is not a portrait, when it also passes
+    :mod:`deployments.faces.confirm`: small grey faces of old group photos score 0.5–0.7; at 0.6 with that check,
+    1 false hit in 18 cluttered tuning photos of ``bench/bench_group_faces.py`` (12 at 0.5 with the former
+    O-Net check). ``min_eye_px``: smallest eye distance the tiles are planned
     for; ``max_windows``: cap on tiled detector runs per photo, which raises that minimum on very large photos
     instead of letting cost explode; ``portrait_face_frac``: when the first 128 px pass finds exactly one face and
     it is this large (box side / long image side), the photo is a portrait and the search ends there (a few ms);
@@ -93,7 +95,7 @@ class DetectionParams:
     """
 
     score_threshold: float = 0.7
-    small_face_threshold: float = 0.5
+    small_face_threshold: float = 0.6
     small_face_max_px: float = 100.0
     small_face_min_image_px: int = 1200
     nms_iou: float = 0.3
@@ -176,9 +178,9 @@ class FaceDetector:
         """All faces in ``image_rgb`` (HxWx3 uint8 RGB), highest score first.
 
         A portrait ends after the first whole-image pass. Any other photo also gets the full-range pass and the
-        tiles; a large one, when MTCNN is loaded, the small-face pass: tiles at the lower threshold plus MTCNN,
-        hits filtered by :meth:`DetectionParams.accepts`, merged by weighted NMS, and the merged hits under the main
-        threshold kept only when MTCNN's O-Net confirms them.
+        tiles; a large one, when MTCNN is loaded, the small-face pass: tiles and MTCNN down to the candidate
+        threshold, merged by weighted NMS, then kept when :meth:`DetectionParams.accepts` them and, if small, they
+        pass :func:`confirm.confirm_small_faces`.
         """
         height, width = image_rgb.shape[:2]
         pyramid = _Pyramid(image_rgb)
@@ -189,14 +191,16 @@ class FaceDetector:
         whole = _whole_image_level(width, height, FULL_RANGE)
         found += self._run_level(self.full_range, pyramid, whole, params.score_threshold)
         small_faces = self.mtcnn is not None and params.small_face_pass(width, height)
-        tile_threshold = params.small_face_threshold if small_faces else params.score_threshold
+        tile_threshold = (
+            min(CANDIDATE_THRESHOLD, params.small_face_threshold) if small_faces else params.score_threshold
+        )
         for level in reversed(plan_tile_levels(width, height, params)):
             found += self._run_level(self.short_range, pyramid, level, tile_threshold)
         if not small_faces:
             return weighted_nms(found, params.nms_iou)
         found += self.mtcnn.detect_small_faces(image_rgb, params)
-        merged = weighted_nms([d for d in found if params.accepts(d)], params.nms_iou)
-        return self.mtcnn.confirm(image_rgb, merged, below=params.score_threshold)
+        candidates = weighted_nms([d for d in found if is_candidate(d, params)], params.nms_iou)
+        return confirm_small_faces(image_rgb, candidates, self.short_range.run_window, params)
 
     def _run_level(
         self, model: BlazeFaceModel, pyramid: _Pyramid, level: _Level, score_threshold: float

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from deployments.common.errors import InvalidParameter, ModelUnavailable
+from deployments.faces.confirm import CANDIDATE_THRESHOLD
 from deployments.faces.detect import EYE_DISTANCE_PER_BOX, Detection, DetectionParams, non_max_suppression
 
 logger = logging.getLogger(__name__)
@@ -33,18 +34,14 @@ PNET_STRIDE_PX = 2
 RNET_INPUT_PX = 24
 ONET_INPUT_PX = 48
 WEIGHT_FILES = {"pnet": "pnet.pt", "rnet": "rnet.pt", "onet": "onet.pt"}
-# Small-face pass: P-Net and R-Net let more through than MTCNN's usual 0.6 / 0.7, O-Net's verdict is then held to
-# the detector's small-face threshold (on the tuning group photos this found 7 % more faces for 2 more false hits).
-SMALL_FACE_STAGE_THRESHOLDS = (0.5, 0.5)
+# Small-face pass: every stage lets candidates through from ``confirm.CANDIDATE_THRESHOLD`` (MTCNN's usual
+# thresholds are 0.6 / 0.7 / 0.7); which stay is decided after merging with BlazeFace's (``confirm``).
 # MTCNN boxes run from the brows to the chin (taller than wide); BlazeFace's are square and centred lower. Measured
 # on 290 faces both found: BlazeFace side = 1.12 x MTCNN width = 0.93 x MTCNN height, centre 0.10 x height lower.
 # Mapping MTCNN boxes onto BlazeFace's lets weighted NMS merge the two detectors' hits on one face.
 BLAZEFACE_SIDE_PER_WIDTH = 1.12
 BLAZEFACE_SIDE_PER_HEIGHT = 0.93
 BLAZEFACE_CENTRE_DROP_PER_HEIGHT = 0.10
-# A small-face hit below the detector's main threshold stays only if O-Net gives both its crop and the mirrored crop
-# at least this face probability: on the tuning photos it cut false hits from 4 to 1 for 2 % of the faces.
-SMALL_FACE_CONFIRM_PROBABILITY = 0.05
 # (out channels, kernel, max-pool (kernel, stride) or None) per conv layer, named conv1.. / prelu1.. in the weights.
 PNET_TRUNK = ((10, 3, (2, 2)), (16, 3, None), (32, 3, None))
 RNET_TRUNK = ((28, 3, (3, 2)), (48, 3, (3, 2)), (64, 2, None))
@@ -191,21 +188,9 @@ class Mtcnn:
         """Faces from ``params.min_eye_px`` up to ``params.small_face_max_px``, boxes in BlazeFace's convention."""
         min_side_px = params.min_eye_px / EYE_DISTANCE_PER_BOX / BLAZEFACE_SIDE_PER_WIDTH
         max_side_px = max(min_side_px, params.small_face_max_px / BLAZEFACE_SIDE_PER_WIDTH)
-        thresholds = (*SMALL_FACE_STAGE_THRESHOLDS, params.small_face_threshold)
+        thresholds = (CANDIDATE_THRESHOLD,) * 3
         found = self.detect(image_rgb, MtcnnParams(min_side_px, max_side_px, thresholds=thresholds))
         return [as_blazeface_box(detection) for detection in found]
-
-    @torch.inference_mode()
-    def confirm(self, image_rgb: np.ndarray, detections: list[Detection], *, below: float) -> list[Detection]:
-        """``detections`` less those scoring under ``below`` that O-Net does not take for a face."""
-        unsure = [index for index, detection in enumerate(detections) if detection.score < below]
-        if not unsure:
-            return detections
-        boxes = _square(np.array([_as_mtcnn_box(detections[index].box) for index in unsure]))
-        crops = _crops(image_rgb, boxes, ONET_INPUT_PX)
-        probability = torch.minimum(self.onet(_to_tensor(crops))[0], self.onet(_to_tensor(crops[:, :, ::-1]))[0])
-        rejected = {index for index, p in zip(unsure, probability.tolist()) if p < SMALL_FACE_CONFIRM_PROBABILITY}
-        return [detection for index, detection in enumerate(detections) if index not in rejected]
 
     def _propose(self, image_rgb: np.ndarray, params: MtcnnParams) -> tuple[np.ndarray, np.ndarray]:
         """P-Net over the pyramid: square candidate boxes ``(K, 4)`` (continuous px) and their scores."""
@@ -265,15 +250,6 @@ def as_blazeface_box(detection: Detection) -> Detection:
     cx, cy = (x0 + x1) / 2, (y0 + y1) / 2 + BLAZEFACE_CENTRE_DROP_PER_HEIGHT * height
     box = np.array([cx - side / 2, cy - side / 2, cx + side / 2, cy + side / 2], np.float32)
     return Detection(box, detection.score, detection.keypoints)
-
-
-def _as_mtcnn_box(box: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`as_blazeface_box` for one pixel-index box, in continuous coordinates."""
-    x0, y0, x1, y1 = (float(v) + 0.5 for v in box)
-    side = max(x1 - x0, y1 - y0)
-    width, height = side / BLAZEFACE_SIDE_PER_WIDTH, side / BLAZEFACE_SIDE_PER_HEIGHT
-    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2 - BLAZEFACE_CENTRE_DROP_PER_HEIGHT * height
-    return np.array([cx - width / 2, cy - height / 2, cx + width / 2, cy + height / 2])
 
 
 def _to_tensor(batch_rgb: np.ndarray) -> torch.Tensor:

@@ -22,6 +22,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from tests.unit.faces import group_clutter
+from tests.unit.faces.group_clutter import skimage_texture
+
 FACE_SIDE_PX = (28.0, 60.0)
 CANVAS_WIDTH_PX = (1600, 3000)
 # FFHQ-aligned crops (facexlib template, eyes at (193, 240) and (319, 240) of 512): face box per crop side.
@@ -140,13 +143,7 @@ def _apply(h: np.ndarray, points: np.ndarray) -> np.ndarray:
 
 def _wall(rng: np.random.Generator, width: int, height: int) -> np.ndarray:
     """A grey textured background: a skimage texture stretched, plus a soft vertical gradient."""
-    from skimage import data
-
-    texture = [data.brick, data.gravel, data.grass][int(rng.integers(0, 3))]().astype(np.float32)
-    scale = rng.uniform(1.5, 4.0)
-    tiled = np.tile(texture, (int(np.ceil(height / (512 * scale))) + 1, int(np.ceil(width / (512 * scale))) + 1))
-    tiled = cv2.resize(tiled, (tiled.shape[1] * round(512 * scale) // 512, tiled.shape[0] * round(512 * scale) // 512))
-    wall = tiled[:height, :width]
+    wall = skimage_texture(rng, width, height)
     wall = (wall - wall.mean()) * rng.uniform(0.2, 0.5) + rng.uniform(110, 190)
     wall += np.linspace(rng.uniform(-30, 30), rng.uniform(-30, 30), height, dtype=np.float32)[:, None]
     return wall
@@ -164,13 +161,23 @@ def _paste(canvas: np.ndarray, patch: np.ndarray, alpha: np.ndarray, x0: int, y0
     canvas[cy0:cy1, cx0:cx1] = region * (1 - alpha[sub]) + patch[sub] * alpha[sub]
 
 
-def _draw_body(canvas: np.ndarray, rng: np.random.Generator, centre: tuple[float, float], side: float) -> None:
-    """A dark coat with a light collar below the face; an oval of hair behind the head."""
+def _draw_body(
+    canvas: np.ndarray,
+    rng: np.random.Generator,
+    centre: tuple[float, float],
+    side: float,
+    clutter_rng: np.random.Generator | None,
+) -> None:
+    """A dark coat (patterned for some, with hands, when ``clutter_rng`` is given) with a light collar below the
+    face; an oval of hair behind the head."""
     cx, cy = centre
     tone = rng.uniform(20, 90)
     body = np.array([[cx - 1.6 * side, cy + 3.5 * side], [cx - 1.2 * side, cy + 0.9 * side]])
     body = np.vstack([body, [[cx + 1.2 * side, cy + 0.9 * side], [cx + 1.6 * side, cy + 3.5 * side]]])
     cv2.fillPoly(canvas, [np.round(body).astype(np.int32)], float(tone), lineType=cv2.LINE_AA)
+    if clutter_rng is not None:
+        group_clutter.dress(canvas, clutter_rng, body, side, float(tone))
+        group_clutter.draw_hands(canvas, clutter_rng, centre, side)
     collar = np.array([[cx - 0.35 * side, cy + 0.75 * side], [cx + 0.35 * side, cy + 0.75 * side]])
     collar = np.vstack([collar, [[cx, cy + 1.5 * side]]])
     cv2.fillPoly(canvas, [np.round(collar).astype(np.int32)], float(rng.uniform(170, 235)), lineType=cv2.LINE_AA)
@@ -250,11 +257,19 @@ def _age(
 
 
 def make_old_group_photo(
-    sources: list[FaceSource], *, seed: int, max_faces: int = 60, grain_sigma: tuple[float, float] = GRAIN_SIGMA
+    sources: list[FaceSource],
+    *,
+    seed: int,
+    max_faces: int = 60,
+    grain_sigma: tuple[float, float] = GRAIN_SIGMA,
+    clutter: bool = True,
 ) -> GroupPhoto:
     """One aged group photo: 2–4 rows of people; about a quarter of the faces look down 20–40°, a fifth are
-    turned 20–40°, a third rolled 8–25°."""
+    turned 20–40°, a third rolled 8–25°. ``clutter`` adds what real photos hold (:mod:`group_clutter`: walls,
+    foliage, pictures, patterned clothes, hands, hats, scratches, the print's border) from a second random stream,
+    so the same seed places the same faces with or without it."""
     rng = np.random.default_rng(seed)
+    clutter_rng = np.random.default_rng([seed, 1]) if clutter else None
     width = int(rng.integers(CANVAS_WIDTH_PX[0], CANVAS_WIDTH_PX[1] + 1))
     height = int(width * rng.uniform(0.62, 0.8))
     face_side = rng.uniform(*FACE_SIDE_PX)
@@ -264,6 +279,13 @@ def make_old_group_photo(
     row_gap = face_side * rng.uniform(1.5, 2.1)
     top = height * rng.uniform(0.2, 0.35)
     canvas = _wall(rng, width, height)
+    if clutter_rng is not None:
+        if clutter_rng.random() < 0.8:
+            canvas = group_clutter.wall(clutter_rng, width, height, face_side)
+        last_row_y = top + (rows - 1) * row_gap
+        extent = spacing * (per_row - 1) / 2 + spacing
+        layout = group_clutter.Layout(top, last_row_y, width / 2 - extent, width / 2 + extent, face_side)
+        group_clutter.decorate_wall(canvas, clutter_rng, layout)
     context_sources = [source for source in sources if source.context > 1.0]
     tight_sources = [source for source in sources if source.context <= 1.0] or context_sources
     boxes, pitches, yaws, rolls, tight = [], [], [], [], []
@@ -282,14 +304,21 @@ def make_old_group_photo(
             source = pool[int(rng.integers(0, len(pool)))]
             if rng.random() < 0.5:
                 source = _mirrored(source)
-            _draw_body(canvas, rng, centre, side)
+            _draw_body(canvas, rng, centre, side, clutter_rng)
             boxes.append(_draw_face(canvas, source, centre, side, _face_homography(side, pitch, yaw, roll)))
+            if clutter_rng is not None:
+                group_clutter.draw_hat(canvas, clutter_rng, centre, side, max_height_px=row_gap - 1.1 * side)
             pitches.append(pitch)
             tight.append(source.context <= 1.0)
             yaws.append(yaw)
             rolls.append(roll)
+    boxes = np.array(boxes)
+    if clutter_rng is not None:
+        group_clutter.scratch(canvas, clutter_rng)
+        canvas, shift = group_clutter.mount(canvas, clutter_rng)
+        boxes = boxes + np.concatenate([shift, shift])
     aged = _age(canvas, rng, face_side, grain_sigma)
-    return GroupPhoto(aged, np.array(boxes), np.array(pitches), np.array(yaws), np.array(rolls), np.array(tight))
+    return GroupPhoto(aged, boxes, np.array(pitches), np.array(yaws), np.array(rolls), np.array(tight))
 
 
 @dataclass(frozen=True)

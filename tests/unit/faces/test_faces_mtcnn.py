@@ -76,13 +76,14 @@ def _recall(engine, photo) -> tuple[float, int]:
 
 
 def test_old_group_photo_small_faces_are_found(mediapipe_dir, engine, old_group_photo):
-    """A hard one of the generated photos (grey, grainy, faded, 28–60 px faces, some looking down or turned): the
-    small-face pass finds at least 70 % (74 %, or 85 % without ../shared, when measured) with at most one false hit,
-    at least twice what the detector found before it (BlazeFace alone, tiles for 15 px eyes: 34 % / 9 %)."""
+    """A hard one of the generated photos (grey, grainy, faded, 28–60 px faces, some looking down or turned, on
+    cluttered ground: patterned clothes, hands, hats, border, scratches): the small-face pass finds at least 60 %
+    (64 %, or 83 % without ../shared, when measured) and invents no face, at least twice what the detector found
+    before it (BlazeFace alone, tiles for 15 px eyes: 28 % / 15 %)."""
     recall, false_positives = _recall(engine, old_group_photo)
     before = FaceAnalysisPredictor(mediapipe_dir, FaceAnalysisConfig(min_eye_px=15, max_windows=640))
     recall_before, _ = _recall(before, old_group_photo)
-    assert recall >= 0.7 and false_positives <= 1
+    assert recall >= 0.6 and false_positives == 0
     assert recall >= 2 * recall_before
 
 
