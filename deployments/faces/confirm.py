@@ -3,10 +3,9 @@
 Why: the small-face pass lowers the bar (tiles at the small-face threshold, MTCNN) to find the grey 28–60 px faces of
 old group photos, and so meets what real photos hold besides faces: a white collar under a chin, foliage, stone,
 patterned cloth, a border's corner. A restorer then paints a face onto it. Measured on the generated photos with
-that clutter (``tests/unit/faces/group_clutter.py``, tuning seeds 100–119, candidates of both detectors at 0.3):
-the face mesh's flag is ~0 on most true faces of this size, and O-Net (also on mirrored and rescaled crops) keeps
-false hits as confident as real faces, so neither separates them. What does, and costs one 128 px window per
-candidate:
+that clutter (``tests/unit/faces/group_clutter.py``, tuning seeds 100–119): the face mesh's flag is ~0 on most true
+faces of this size, and O-Net (also on mirrored and rescaled crops) is as confident on many false hits as on real
+faces, so neither separates them. What does, and costs one 128 px window per candidate:
 
 - a second look by BlazeFace at the scale it sees best (the candidate spanning ``RECHECK_BOX_FRAC`` of a centred
   window), which must find a face there at ``RECHECK_MIN_SCORE`` — an independent vote for MTCNN's candidates and
@@ -14,8 +13,9 @@ candidate:
 - geometry among candidates: one whose centre lies inside a much larger candidate is a part of it, and one just
   below a larger candidate, about a face lower and narrower than it, is its collar, tie or hands.
 
-With the small-face threshold raised to 0.6, this cut false hits from 12 to 1 in 18 photos for 1.5 % of the faces
-(``docs/BENCHMARKS.md``). Faces above ``small_face_max_px`` are not candidates: they pass the main threshold as before.
+With the small-face threshold raised from 0.5 to 0.6, false hits fell from 0.35 to 0.15 per photo on held-out
+photos, for 5 % of the faces (``docs/BENCHMARKS.md``). Faces above ``small_face_max_px`` are not candidates: they
+pass the main threshold as before.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 # The small-face pass gathers candidates from this score (tiles and MTCNN's three stages); only those the params
 # accept can stay, the rest are context for the geometry checks.
-CANDIDATE_THRESHOLD = 0.3
+CANDIDATE_THRESHOLD = 0.5
 
 RECHECK_WINDOW_PX = 128  # BlazeFace short-range input
 RECHECK_BOX_FRAC = 0.4  # the candidate's side in the recheck window (the model's surest scale)

@@ -86,8 +86,8 @@ class DetectionParams:
     ``score_threshold``: detector score a face needs; ``small_face_threshold``: the lower score enough for a face of
     at most ``small_face_max_px`` (box side) in a photo that is not a portrait, when it also passes
     :mod:`deployments.faces.confirm`: small grey faces of old group photos score 0.5–0.7; at 0.6 with that check,
-    1 false hit in 18 cluttered tuning photos of ``bench/bench_group_faces.py`` (12 at 0.5 with the former
-    O-Net check). ``min_eye_px``: smallest eye distance the tiles are planned
+    0.15 false hits per cluttered photo of ``bench/bench_group_faces.py`` (0.35 at 0.5 with the former O-Net
+    check). ``min_eye_px``: smallest eye distance the tiles are planned
     for; ``max_windows``: cap on tiled detector runs per photo, which raises that minimum on very large photos
     instead of letting cost explode; ``portrait_face_frac``: when the first 128 px pass finds exactly one face and
     it is this large (box side / long image side), the photo is a portrait and the search ends there (a few ms);

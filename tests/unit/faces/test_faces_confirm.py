@@ -49,7 +49,7 @@ def test_collar_face_part_and_wall_candidates_are_dropped(engine, small_face_on_
     eye = _candidate(FACE_AT[0] + 5, FACE_AT[1] + 8, 16)  # inside the face
     wall = _candidate(40, 40, FACE_PX)
     large_on_wall = _candidate(420, 250, 150)  # above small_face_max_px: judged by its score alone
-    weak_face = _candidate(*FACE_AT, FACE_PX, score=0.45)  # context only, too weak to keep
+    weak_face = _candidate(*FACE_AT, FACE_PX, score=0.55)  # context only, too weak to keep
     params = DetectionParams()
     candidates = [face, collar, eye, wall, large_on_wall]
     kept = confirm_small_faces(small_face_on_bricks, candidates, engine.detector.short_range.run_window, params)

@@ -77,13 +77,13 @@ def _recall(engine, photo) -> tuple[float, int]:
 
 def test_old_group_photo_small_faces_are_found(mediapipe_dir, engine, old_group_photo):
     """A hard one of the generated photos (grey, grainy, faded, 28–60 px faces, some looking down or turned, on
-    cluttered ground: patterned clothes, hands, hats, border, scratches): the small-face pass finds at least 60 %
-    (64 %, or 83 % without ../shared, when measured) and invents no face, at least twice what the detector found
+    cluttered ground: patterned clothes, hands, hats, border, scratches): the small-face pass finds at least 65 %
+    (72 %, or 74 % without ../shared, when measured) and invents no face, at least twice what the detector found
     before it (BlazeFace alone, tiles for 15 px eyes: 28 % / 15 %)."""
     recall, false_positives = _recall(engine, old_group_photo)
     before = FaceAnalysisPredictor(mediapipe_dir, FaceAnalysisConfig(min_eye_px=15, max_windows=640))
     recall_before, _ = _recall(before, old_group_photo)
-    assert recall >= 0.6 and false_positives == 0
+    assert recall >= 0.65 and false_positives == 0
     assert recall >= 2 * recall_before
 
 
