@@ -171,3 +171,22 @@ def test_a_replica_lost_mid_video_is_retried_and_resumes_from_the_last_stored_ch
     video = json.loads((tmp_path / "out" / "clip.json").read_text())["meta"]["video"]
     assert (video["resumed_from_chunk"], video["frames"], video["faces_per_frame"]) == (1, 25, [1] * 25)
     _assert_same_video(tmp_path / "in" / "clip.mp4", tmp_path / "out" / "clip.mp4", local_backend)
+
+
+def test_a_cancelled_video_stops_at_its_next_chunk_and_leaves_no_chunk_behind(tmp_path, clip, local_backend, job_ctx):
+    """Cancelling a job deletes its input; the video sees that before storing its next chunk and stops there."""
+    from serve_app.jobs.video import StoreChunkStore, VideoInput
+    from storage.errors import ObjectNotFound
+    from storage.local import LocalStore
+
+    source = tmp_path / "clip.mp4"
+    source.write_bytes(clip)
+    output = LocalStore(tmp_path / "out")
+    alive = iter([True, False])  # the input is deleted while the second chunk runs
+    chunks = StoreChunkStore.for_object(output, "clip.mp4", tmp_path / "work", lambda: next(alive))
+    from serve_app.jobs import parse_job_params, run_job
+
+    params = parse_job_params("restore", {}, job_ctx)
+    with pytest.raises(ObjectNotFound):
+        asyncio.run(run_job(local_backend, "restore", VideoInput(source, chunks), params, job_ctx))
+    assert [info.key for info in output.list()] == []
