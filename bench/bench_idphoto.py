@@ -86,7 +86,7 @@ def main() -> None:
 
     cv2.setNumThreads(args.threads)
     torch.set_num_threads(args.threads)
-    data, name = portrait_jpeg(args.image)
+    data, image_name = portrait_jpeg(args.image)
     store = ModelStore(args.models, load_manifest(REPO_ROOT / "configs" / "models.yaml"))
     analyzer = FaceAnalysisPredictor(args.models / "mediapipe", FaceAnalysisConfig(num_threads=args.threads))
     matter = MattingPredictor.from_store(store, num_threads=args.threads)
@@ -129,7 +129,7 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "image": name,
+                "image": image_name,
                 "decoded_wh": [rgb.shape[1], rgb.shape[0]],
                 "jpeg_bytes": len(data),
                 "spec": args.spec,

@@ -125,11 +125,11 @@ def make_id_photo(
             framing = mirror_framing(framing)
     photo = render_photo(rgb, low, framing, params, colour, timings, background_image)
     mark = params.watermark()
-    delivered, mark_font = photo.rgb, None
+    delivered, mark_note = photo.rgb, None
     if mark is not None:
         with _timed(timings, "watermark_ms"):
             marked = draw_watermark(photo.rgb, mark)
-        delivered, mark_font = marked.rgb, marked.font
+        delivered, mark_note = marked.rgb, marked.note
     with _timed(timings, "encode_ms"):
         encoded = encode_photo(
             delivered, params.format, spec.dpi, alpha=photo.alpha_u8, min_kb=params.min_kb, max_kb=params.max_kb
@@ -144,7 +144,7 @@ def make_id_photo(
     with _timed(timings, "report_ms"):
         # Judged before the watermark: a watermarked photo is a proof, and its marks are not the background.
         found = Found(people, len(faces), photo.shoulders_cut, photo.skin_delta_e)
-        report = judge_photo(photo.rgb, photo.alpha, photo.background, framing, found, spec, encoded, params, mark_font)
+        report = judge_photo(photo.rgb, photo.alpha, photo.background, framing, found, spec, encoded, params, mark_note)
     timings["total_ms"] = sum(timings.values())
     logger.debug("%s photo %s in %.1f ms: %s", spec.slug, report.verdict, timings["total_ms"], report.reasons)
     if params.strict and not report.compliant:
@@ -175,7 +175,7 @@ def judge_photo(
     spec: IdSpec,
     encoded: EncodedPhoto,
     params: IdPhotoParams,
-    watermark_font: str | None = None,
+    watermark_note: str | None = None,
 ) -> ComplianceReport:
     """Measure the finished photo against ``spec`` and the house limits in :mod:`report`."""
     lang = params.lang
@@ -250,7 +250,7 @@ def judge_photo(
         reasons=tuple(reasons),
         notes=tuple(
             _notes(framing, params)
-            + look_notes(params.touchups(), flipped=params.horizontal_flip, watermark_font=watermark_font)
+            + look_notes(params.touchups(), flipped=params.horizontal_flip, watermark_note=watermark_note)
         ),
         encoding=encoded.to_json(),
         reason_codes=tuple(codes),

@@ -50,7 +50,7 @@ class Touchups:
         return {name: value for name, value in dataclasses.asdict(self).items() if value != 0}
 
 
-def look_notes(touchups: Touchups, *, flipped: bool, watermark_font: str | None) -> list[str]:
+def look_notes(touchups: Touchups, *, flipped: bool, watermark_note: str | None) -> list[str]:
     """What the caller changed about the look, for the report's notes."""
     notes = []
     sliders = touchups.active()
@@ -58,8 +58,8 @@ def look_notes(touchups: Touchups, *, flipped: bool, watermark_font: str | None)
         notes.append("touched up (person only): " + ", ".join(f"{k}={v:g}" for k, v in sliders.items()))
     if flipped:
         notes.append("mirrored (horizontal_flip)")
-    if watermark_font is not None:
-        notes.append(f"watermark drawn with {watermark_font} (the report judges the photo without it)")
+    if watermark_note is not None:
+        notes.append(watermark_note)
     return notes
 
 

@@ -28,6 +28,7 @@ FONT_CANDIDATES = (
     "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
 )
 BUILTIN_FONT = "pillow-builtin"
+NO_GLYPH = "\U0010fffd"  # a private-use code point no font draws
 
 
 @dataclass(frozen=True)
@@ -44,20 +45,44 @@ class Watermark:
 
 @dataclass(frozen=True)
 class WatermarkedPhoto:
+    """The marked photo, the font that drew it and the characters it has no glyph for (drawn as boxes)."""
+
     rgb: np.ndarray
     font: str
+    missing_glyphs: str = ""
+
+    @property
+    def note(self) -> str:
+        note = f"watermark drawn with {self.font} (the report judges the photo without it)"
+        if self.missing_glyphs:
+            note += f"; it has no glyphs for {self.missing_glyphs!r} (install fonts-noto-cjk on the server)"
+        return note
 
 
 def draw_watermark(rgb: np.ndarray, mark: Watermark) -> WatermarkedPhoto:
     """``rgb`` (HxWx3 uint8) with ``mark`` tiled over it; opacity 0 returns ``rgb`` itself."""
     font_name, font = load_font(mark.size_px)
+    missing = missing_glyphs(font, mark.text)
     if mark.opacity <= 0:
-        return WatermarkedPhoto(rgb, font_name)
+        return WatermarkedPhoto(rgb, font_name, missing)
     coverage = _tiled_coverage(rgb.shape[1], rgb.shape[0], mark, font)
     weight = coverage[..., None] * np.float32(mark.opacity)
     colour = np.asarray(mark.colour_rgb, dtype=np.float32)
     mixed = rgb.astype(np.float32) * (1.0 - weight) + colour * weight
-    return WatermarkedPhoto(np.clip(mixed + 0.5, 0, 255).astype(np.uint8), font_name)
+    return WatermarkedPhoto(np.clip(mixed + 0.5, 0, 255).astype(np.uint8), font_name, missing)
+
+
+def missing_glyphs(font, text: str) -> str:
+    """The characters of ``text`` that ``font`` draws as its "no glyph" box (the mask of a private-use code point)."""
+    notdef = _glyph_pixels(font, NO_GLYPH)
+    return "".join(ch for ch in dict.fromkeys(text) if not ch.isspace() and _glyph_pixels(font, ch) == notdef)
+
+
+def _glyph_pixels(font, char: str) -> bytes:
+    left, top, right, bottom = font.getbbox(char)
+    canvas = Image.new("L", (max(1, right - left), max(1, bottom - top)), 0)
+    ImageDraw.Draw(canvas).text((-left, -top), char, fill=255, font=font)
+    return canvas.tobytes()
 
 
 def _tiled_coverage(width: int, height: int, mark: Watermark, font) -> np.ndarray:

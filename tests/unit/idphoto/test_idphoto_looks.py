@@ -309,3 +309,22 @@ def test_a_background_picture_replaces_the_colour_behind_the_person_only(texture
     hd = pixels(outcome.hd.data)
     small = cv2.resize(hd, (295, 413), interpolation=cv2.INTER_AREA)
     assert np.abs(small.astype(int) - photo.astype(int)).mean() < 6
+
+
+def test_characters_the_font_cannot_draw_are_named_in_the_note(monkeypatch):
+    latin_only = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+    if not Path(latin_only).is_file():
+        pytest.skip("DejaVu Sans is not installed")
+    monkeypatch.setattr(watermark, "FONT_CANDIDATES", (latin_only,))
+    watermark.load_font.cache_clear()
+    try:
+        grey = np.full((120, 100, 3), 128, np.uint8)
+        mixed = watermark.draw_watermark(grey, watermark.Watermark("ID 证件 ID", opacity=0.5))
+        latin = watermark.draw_watermark(grey, watermark.Watermark("ID ONLY", opacity=0.5))
+    finally:
+        watermark.load_font.cache_clear()
+    assert (mixed.font, mixed.missing_glyphs, latin.missing_glyphs) == ("DejaVuSans.ttf", "证件", "")
+    assert mixed.note == (
+        "watermark drawn with DejaVuSans.ttf (the report judges the photo without it); "
+        "it has no glyphs for '证件' (install fonts-noto-cjk on the server)"
+    )
