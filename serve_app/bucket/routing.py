@@ -24,12 +24,16 @@ from deployments.common.errors import InputError, InvalidParameter
 from deployments.common.params import JobParams
 from serve_app.instructions import rule_interpreter
 from serve_app.jobs import JobContext, parse_job_params
-from serve_app.registry import JOB_NAMES
+from serve_app.registry import JOB_ENTRIES, JOB_NAMES
 from storage.base import Location, StoreSettings, parse_location
 
 DEFAULT_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
-# What a route writes into its output: results in every image format, metadata and error records.
-RESULT_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".json")
+# What a route writes into its output: results in every format a job answers (photos, ``.mp4`` for a video), metadata
+# and error records.
+RESULT_SUFFIXES = (
+    *sorted({f".{extension}" for entry in JOB_ENTRIES for extension in entry.result_media_types.values()}),
+    ".json",
+)
 PARAMS_METADATA = "portrait-params"  # user metadata name as stores report it (the header is x-amz-meta-portrait-params)
 
 

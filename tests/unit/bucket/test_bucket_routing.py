@@ -84,6 +84,25 @@ def test_an_input_whose_suffixes_no_result_has_may_share_the_output(job_ctx):
     assert table.routes[0].suffixes == (".tif",)
 
 
+def test_a_route_may_take_videos_by_their_suffixes(job_ctx):
+    videos = [".MP4", ".mov", ".mkv", ".webm"]
+    table = build_routing_table([route(task="cartoon", suffixes=videos)], job_ctx)
+    assert table.routes[0].suffixes == (".mp4", ".mov", ".mkv", ".webm")
+    names = ("a.mp4", "b.MOV", "c.mkv", "d.webm", "e.png", "f.avi")
+    matched = [m.key for name in names for m in table.match("photos", f"in/{name}")]
+    assert matched == ["a.mp4", "b.MOV", "c.mkv", "d.webm"]
+
+
+def test_a_video_route_writing_where_it_reads_is_a_loop(job_ctx):
+    """A video's result is an ``.mp4``: a route reading ``.mp4`` from its own output would trigger itself."""
+    with pytest.raises(InvalidParameter, match="would trigger it again"):
+        build_routing_table([route(input="s3://videos/in", output="s3://videos/in/out", suffixes=[".mp4"])], job_ctx)
+    (r,) = build_routing_table(
+        [route(input="s3://videos/in", output="s3://videos/in/out", suffixes=[".mov"])], job_ctx
+    ).routes
+    assert r.suffixes == (".mov",)
+
+
 def test_params_from_metadata_override_route_defaults_through_the_same_models(job_ctx):
     (r,) = build_routing_table([route(params={"upscale": 2, "blend": 0.5})], job_ctx).routes
     assert (r.params.upscale, r.params.blend) == (2, 0.5)
