@@ -1,4 +1,5 @@
-"""What the service offers: the models (``/v1/models``), the ID-photo standards and the cartoon styles.
+"""What the service offers: the jobs (``/v1/tasks``), the models (``/v1/models``), the ID-photo standards and the
+cartoon styles.
 
 (No ``from __future__ import annotations`` here: FastAPI resolves the route annotations at run time.)
 """
@@ -9,8 +10,26 @@ from deployments.cartoon.types import CARTOON_DEPLOYMENTS
 from serve_app.app_state import health_reports, settings_of
 from serve_app.jobs import job_context
 from serve_app.openai_api import openai_model_list
+from serve_app.registry import JOB_ENTRIES
 
 router = APIRouter()
+
+
+@router.get("/v1/tasks", tags=["jobs"])
+async def list_tasks() -> dict:
+    """Every job (the registry): its synchronous route, its names in English and Chinese, and whether it takes a
+    video (``frames``: frame by frame through ``POST /v1/jobs`` or a bucket route, into ``video/mp4``)."""
+    return {
+        "tasks": [
+            {
+                "name": entry.name,
+                "route": entry.route,
+                "title": dict(zip(("en", "zh"), entry.title)),
+                "frames": entry.frames,
+            }
+            for entry in JOB_ENTRIES
+        ]
+    }
 
 
 @router.get("/v1/models", tags=["operations"])

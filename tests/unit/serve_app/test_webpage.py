@@ -228,3 +228,22 @@ def test_a_fresh_form_sends_the_params_models_defaults(page):
         assert parse_job_params(task, sent, context) == parse_job_params(task, {}, context), task
     fidelity = next(control for control in page.controls if control.param == "fidelity")
     assert fidelity.hidden and float(fidelity.attrs["value"]) == CODEFORMER_DEFAULT_FIDELITY
+
+
+# --- videos -------------------------------------------------------------------------------------------------------------
+
+
+def test_the_task_list_tells_the_page_which_jobs_take_a_video(client):
+    """``GET /v1/tasks``: the page sends a video only to a job whose ``frames`` is true (through ``/v1/jobs``)."""
+    assert client.get("/v1/tasks").json() == {
+        "tasks": [
+            {
+                "name": "restore",
+                "route": "/v1/restore",
+                "title": {"en": "photo restoration", "zh": "照片修复"},
+                "frames": True,
+            },
+            {"name": "idphoto", "route": "/v1/idphoto", "title": {"en": "ID photo", "zh": "证件照"}, "frames": False},
+            {"name": "cartoon", "route": "/v1/cartoon", "title": {"en": "cartoon", "zh": "卡通"}, "frames": True},
+        ]
+    }
