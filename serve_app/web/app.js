@@ -44,7 +44,7 @@ function init() {
   showJobOptions();
   render();
   loadHealth();
-  state.ready = Promise.all([loadSpecs(), loadStyles(), loadRestoreModels()]);
+  state.ready = Promise.all([loadSpecs(), loadStyles(), loadRestoreModels(), loadVideoJobs()]);
 }
 
 init();

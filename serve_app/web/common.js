@@ -17,7 +17,8 @@ const state = {
   instruction: null, // the last answer of the instruction box: {ok, task, filled, notes, engine} or {ok: false, error}
   instructionBusy: false,
   formStatus: null, // {key, job, vars}
-  ready: Promise.resolve(), // the ID-photo standards, cartoon styles and restorers, loaded (or failed)
+  videoJobs: [], // the jobs that take a video (GET /v1/tasks: frames)
+  ready: Promise.resolve(), // the ID-photo standards, cartoon styles, restorers and video jobs, loaded (or failed)
 };
 
 const byId = (id) => document.getElementById(id);
@@ -70,12 +71,15 @@ function keyForRetry(sentKey) {
   return true;
 }
 
+/** ``options.blob``: a success's body is the bytes (a Blob), not JSON (a video job's result). */
 async function request(url, options = {}) {
   const key = storedKey();
+  const { blob, ...init } = options;
   let answer;
   try {
-    const headers = { Accept: "application/json", ...keyHeaders(key), ...options.headers };
-    answer = await fetch(url, { ...options, headers });
+    const headers = { Accept: blob ? "*/*" : "application/json", ...keyHeaders(key), ...init.headers };
+    answer = await fetch(url, { ...init, headers });
+    if (blob && answer.ok) return { ok: true, status: answer.status, body: await answer.blob() };
   } catch {
     return NETWORK_ERROR;
   }
@@ -85,7 +89,7 @@ async function request(url, options = {}) {
 
 /** What went wrong, in the current language (the API's message, in English, is shown beside it). */
 function errorSummary(error) {
-  return tOr(`error.${error.code}`, t("error.http", { status: error.status || "—" }));
+  return tOr(`error.${error.code}`, t("error.http", { status: error.status || "—" }), error.vars);
 }
 
 function errorParts(error, summary = errorSummary(error)) {

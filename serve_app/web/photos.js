@@ -1,4 +1,5 @@
-// The photos: choosing them, one card per photo, running the chosen job on each (upload progress, errors).
+// The photos: choosing them, one card per photo (or video: video.js), running the chosen job on each (upload
+// progress, errors).
 "use strict";
 
 // ---------------------------------------------------------------- choosing files
@@ -125,9 +126,10 @@ async function runItem(item, job, fields) {
   item.card.classList.remove("failed", "done");
   item.card.querySelector(".card-error").hidden = true;
   item.card.querySelector(".card-result").hidden = true;
+  if (isVideo(item.file)) return runVideoItem(item, job, fields);
   setCardState(item, "card.uploading", { percent: 0 }, 0);
   const started = performance.now();
-  const answer = await sendJob(item.file, job, fields, {
+  const answer = await sendJob(item.file, { route: ROUTES[job], field: "image" }, fields, {
     uploading: (percent) => setCardState(item, "card.uploading", { percent }, percent),
     processing: () => setCardState(item, "card.processing", {}, null),
   });
@@ -142,15 +144,16 @@ async function runItem(item, job, fields) {
   return false;
 }
 
-/** POST the photo as multipart with XMLHttpRequest (for upload progress); never rejects. */
-function sendJob(file, job, fields, on) {
+/** POST the file as multipart field ``to.field`` to ``to.route`` with XMLHttpRequest (for upload progress); never
+ * rejects. */
+function sendJob(file, to, fields, on) {
   const form = new FormData();
-  form.append("image", file, file.name);
+  form.append(to.field, file, file.name);
   fields.forEach(([name, value]) => form.append(name, value));
   const key = storedKey();
   return new Promise((resolve) => {
     const xhr = new XMLHttpRequest();
-    xhr.open("POST", ROUTES[job]);
+    xhr.open("POST", to.route);
     xhr.setRequestHeader("Accept", "application/json");
     if (key) xhr.setRequestHeader("Authorization", `Bearer ${key}`);
     xhr.upload.addEventListener("progress", (event) => {
@@ -159,7 +162,7 @@ function sendJob(file, job, fields, on) {
     xhr.upload.addEventListener("load", on.processing);
     xhr.addEventListener("load", () => {
       const answer = parseAnswer(xhr.status, xhr.responseText);
-      resolve(answer.status === 401 && keyForRetry(key) ? sendJob(file, job, fields, on) : answer);
+      resolve(answer.status === 401 && keyForRetry(key) ? sendJob(file, to, fields, on) : answer);
     });
     xhr.addEventListener("error", () => resolve(NETWORK_ERROR));
     xhr.send(form);

@@ -1,7 +1,8 @@
-// A card's result: before/after comparison, the engine that ran, downloads, and the ID-photo compliance report.
+// A card's result: before/after comparison (a video: its player), the engine that ran, downloads, and the ID-photo
+// compliance report.
 "use strict";
 
-const EXTENSIONS = { "image/png": "png", "image/jpeg": "jpg", "image/webp": "webp" };
+const EXTENSIONS = { "image/png": "png", "image/jpeg": "jpg", "image/webp": "webp", "video/mp4": "mp4" };
 const DIVIDER_STEP = 5;
 
 // ---------------------------------------------------------------- results
@@ -26,6 +27,7 @@ function renderResult(item) {
   const card = item.card;
   card.querySelector(".compare-before").alt = t("card.before.alt", { name: item.file.name });
   card.querySelector(".compare-after").alt = t("card.after.alt", { name: item.file.name });
+  card.querySelector(".card-video").setAttribute("aria-label", t("card.video.label", { name: item.file.name }));
   const compare = card.querySelector(".compare");
   moveDivider(compare, Number(compare.querySelector(".compare-divider").getAttribute("aria-valuenow")));
   card.querySelector(".card-engine").replaceChildren(...engineLine(response.meta));

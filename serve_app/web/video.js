@@ -1,0 +1,92 @@
+// Videos: a video goes to POST /v1/jobs (only the jobs GET /v1/tasks marks ``frames``: restore, cartoon); its card
+// shows the job's progress, polled from GET /v1/jobs/{id} about once a second until it ends, then plays the result
+// (video/mp4) in a <video controls> with a download link, or shows the job's error.
+"use strict";
+
+const VIDEO_SUFFIXES = [".mp4", ".mov", ".m4v", ".mkv", ".webm"];
+const POLL_INTERVAL_MS = 1000;
+
+function isVideo(file) {
+  const name = file.name.toLowerCase();
+  return file.type.startsWith("video/") || VIDEO_SUFFIXES.some((suffix) => name.endsWith(suffix));
+}
+
+/** The jobs that take a video (``frames`` in GET /v1/tasks); none when the service did not answer. */
+async function loadVideoJobs() {
+  const answer = await request("/v1/tasks");
+  state.videoJobs = answer.ok ? answer.body.tasks.filter((task) => task.frames).map((task) => task.name) : [];
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Send one video as a job, follow it, then show the result or the error. True when it worked. */
+async function runVideoItem(item, job, fields) {
+  if (!state.videoJobs.includes(job)) {
+    const jobs = state.videoJobs.map((name) => t(`job.${name}`)).join(t("instruction.list_separator"));
+    return failVideo(item, job, { ok: false, status: 0, code: "video_job", message: null, vars: { jobs } });
+  }
+  setCardState(item, "card.uploading", { percent: 0 }, 0);
+  const started = performance.now();
+  const sent = [["task", job], ...fields.filter(([name]) => name !== "return")];
+  const accepted = await sendJob(item.file, { route: "/v1/jobs", field: "video" }, sent, {
+    uploading: (percent) => setCardState(item, "card.uploading", { percent }, percent),
+    processing: () => setCardState(item, "card.processing", {}, null),
+  });
+  if (!accepted.ok) return failVideo(item, job, accepted);
+  const finished = await followJob(accepted.body.status_url, (body) => showJobProgress(item, body));
+  if (!finished.ok) return failVideo(item, job, finished);
+  const result = await request(finished.body.result.url, { blob: true });
+  if (!result.ok) return failVideo(item, job, result);
+  showVideoResult(item, job, finished.body.result, result.body);
+  setCardState(item, "card.done", { seconds: ((performance.now() - started) / 1000).toFixed(1) });
+  return true;
+}
+
+/** Poll the job until it ends: the answer with the job's body once it succeeded, else its error as an answer. */
+async function followJob(url, onProgress) {
+  for (;;) {
+    const answer = await request(url);
+    if (!answer.ok) return answer;
+    const body = answer.body;
+    if (body.status === "succeeded") return answer;
+    if (body.status === "failed") return jobError(body.error);
+    if (body.status === "cancelled") return { ok: false, status: 0, code: "job_cancelled", message: null, body };
+    onProgress(body);
+    await sleep(POLL_INTERVAL_MS);
+  }
+}
+
+/** A failed job's error as an answer: the record's code and message (a job's record has no HTTP status). */
+function jobError(error) {
+  return { ok: false, status: 0, code: error.code, message: error.message, body: { error } };
+}
+
+function showJobProgress(item, body) {
+  if (body.status === "queued") {
+    setCardState(item, "card.video.queued", {}, null);
+    return;
+  }
+  const percent = Math.round(100 * body.progress);
+  setCardState(item, "card.video.progress", { percent }, percent);
+}
+
+function failVideo(item, job, answer) {
+  showError(item, job, answer);
+  setCardState(item, "card.failed", {});
+  return false;
+}
+
+/** The finished job's video in the card's player (the photo comparison stays hidden), its engine and download. */
+function showVideoResult(item, job, result, blob) {
+  revokeResultUrls(item);
+  item.outcome = { job, ok: true, response: { meta: result.meta }, result: blob, sheet: null };
+  item.resultUrl = keepUrl(item, blob);
+  item.sheetUrl = null;
+  item.card.classList.add("done");
+  item.card.querySelector(".compare").hidden = true;
+  item.card.querySelector(".card-video").hidden = false;
+  item.card.querySelector(".card-video").src = item.resultUrl;
+  renderResult(item);
+  item.card.querySelector(".card-result").hidden = false;
+  recordEngine(job, result.meta);
+}
