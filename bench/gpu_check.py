@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import sys
 import tempfile
@@ -110,6 +111,8 @@ def sections(run: Run) -> list[str]:
         name = "gpen (tiny)" if quick else "gpen-bfr-512"
         latency = whole_photo_latency(run, name, gpen, concurrencies, photos)
         guarded("whole photo", partial(asyncio.run, latency))
+    if gpen is not None and run.clock.left_s() > 250:
+        guarded("video", partial(video_section, run, "gpen (tiny)" if quick else "gpen-bfr-512", gpen))
     del gpen  # its memory back before the next model's peaks
     gfpgan = gfpgan_restorer(QUICK_GFPGAN if quick else GfpganConfig())
     guarded("gfpgan-v1.4", lambda: check_restorer(run, gfpgan, share_s=40))
@@ -130,6 +133,20 @@ def sections(run: Run) -> list[str]:
     else:
         print(f"\nDCT-Net skipped: {run.clock.left_s():.0f} s of the budget left", flush=True)
     return failed
+
+
+def video_section(run: Run, name: str, gpen: torch.nn.Module) -> None:
+    """Frames/s of a 1080p clip with one and with four faces (a quick run: a small clip); PyAV is imported only
+    here, so a GPU image without it still runs every other section (the report says why this one did not)."""
+    if importlib.util.find_spec("av") is None:
+        REPORT.data["video"] = "not run: PyAV (av) is not installed in this image"
+        print(f"\nVideo skipped: {REPORT.data['video']}", flush=True)
+        return
+    from bench.gpu.video import VideoCase, video_frames_per_s
+
+    size = (320, 180, 6) if run.quick else (1920, 1080, 50)
+    cases = [VideoCase(faces, *size) for faces in (1, 4)]
+    asyncio.run(video_frames_per_s(run, name, gpen, cases))
 
 
 if __name__ == "__main__":
