@@ -230,7 +230,7 @@ def test_a_fresh_form_sends_the_params_models_defaults(page):
     assert fidelity.hidden and float(fidelity.attrs["value"]) == CODEFORMER_DEFAULT_FIDELITY
 
 
-# --- videos -------------------------------------------------------------------------------------------------------------
+# --- videos ----------------------------------------------------------------------------------------------------------
 
 
 def test_the_task_list_tells_the_page_which_jobs_take_a_video(client):
