@@ -9,6 +9,7 @@ keeps the matte as the alpha channel.
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import cv2
@@ -34,6 +35,32 @@ def render_background(colour_rgb: tuple[int, int, int], size_wh: tuple[int, int]
         distance = np.hypot(xs - centre_x, ys - centre_y)
         weight = 1.0 - (distance / distance.max())[..., None]
     return (base * (1.0 - weight) + tint * weight).astype(np.float32)
+
+
+# Studio backdrops drawn here (no picture files, no URLs): a tone, lit behind the head, mottled like painted canvas.
+Backdrop = Literal["studio-grey", "studio-blue", "studio-brown"]
+BACKDROPS: dict[Backdrop, tuple[int, int, int]] = {
+    "studio-grey": (128, 132, 138),
+    "studio-blue": (70, 104, 150),
+    "studio-brown": (120, 92, 70),
+}
+BACKDROP_SIZE_WH = (600, 800)
+
+
+@functools.lru_cache(maxsize=len(BACKDROPS))
+def draw_backdrop(name: Backdrop) -> np.ndarray:
+    """The ``BACKDROPS`` preset ``name`` as a ``BACKDROP_SIZE_WH`` uint8 RGB picture (the same pixels every time;
+    read-only, shared by every request)."""
+    width, height = BACKDROP_SIZE_WH
+    tone = np.asarray(BACKDROPS[name], dtype=np.float32)
+    ys, xs = np.mgrid[0:height, 0:width].astype(np.float32)
+    light = 1.35 - 0.55 * np.clip(np.hypot((xs - width / 2) / width, (ys - 0.35 * height) / height) / 0.75, 0, 1)
+    mottle = np.random.default_rng(23).normal(0.0, 1.0, (height // 40, width // 40)).astype(np.float32)
+    mottle = cv2.resize(mottle, (width, height), interpolation=cv2.INTER_CUBIC)
+    picture = tone * light[..., None] * (1.0 + 0.04 * mottle[..., None])
+    drawn = np.clip(picture + 0.5, 0, 255).astype(np.uint8)
+    drawn.setflags(write=False)
+    return drawn
 
 
 def fit_background(image_rgb: np.ndarray, size_wh: tuple[int, int]) -> np.ndarray:

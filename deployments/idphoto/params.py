@@ -18,6 +18,7 @@ from deployments.common.admission import IDPHOTO_OUTPUT
 from deployments.common.errors import InternalError, InvalidParameter
 from deployments.common.params import JobParams
 from deployments.common.params import parse_params as parse_job_params
+from deployments.idphoto.background import Backdrop
 from deployments.idphoto.lighting import Lighting
 from deployments.idphoto.matte import DEFAULT_MATTING, Matting
 from deployments.idphoto.output import (
@@ -82,6 +83,9 @@ class IdPhotoParams(JobParams):
     head_ratio: float | None = Field(default=None, ge=0.2, le=0.9, description="target crown-to-chin / height")
     top_ratio: float | None = Field(default=None, ge=0.0, le=0.4, description="target top-edge-to-crown / height")
     background: str | None = None
+    background_image: Backdrop | None = Field(
+        default=None, description="a studio backdrop behind the person instead of a colour"
+    )
     render: Literal["solid", "vertical", "radial"] = "solid"
     format: Literal["jpeg", "png"] = "jpeg"
     min_kb: int | None = Field(default=None, ge=1, le=20000)
@@ -180,6 +184,10 @@ class IdPhotoParams(JobParams):
         hd_too_large = IDPHOTO_OUTPUT.problem(*hd_size(px, 1.0)) if px[0] is not None and self.hd else None
         if hd_too_large is not None:
             raise ValueError(f"hd: the HD copy (short side {HD_MIN_SHORT_SIDE_PX} px) would be {hd_too_large}")
+        if self.background_image is not None and self.background is not None:
+            raise ValueError("background and background_image exclude each other: a colour or a backdrop")
+        if self.background_image is not None and self.render != "solid":
+            raise ValueError(f"render={self.render} shades a colour background, not background_image")
         if self.background == TRANSPARENT:
             if self.format != "png":
                 raise ValueError("background=transparent needs format=png (JPEG has no alpha channel)")

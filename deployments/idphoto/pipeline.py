@@ -19,6 +19,7 @@ from deployments.common.affine import apply_affine, eye_roll_deg
 from deployments.common.errors import InternalError, NoFaceFound, NotCompliant
 from deployments.common.image import require_image
 from deployments.faces.types import Face
+from deployments.idphoto.background import draw_backdrop
 from deployments.idphoto.geometry import Framing, group_face, plan_framing
 from deployments.idphoto.matte import MODNET_REFERENCE_PX, LowResMatte, Matting, keep_subject
 from deployments.idphoto.output import EncodedPhoto, encode_photo, encode_sheet, plan_sheet, render_sheet
@@ -99,8 +100,8 @@ def make_id_photo(
     """Build the ID photo for ``rgb`` (image contract: HxWx3 uint8 RGB) whose faces were found beforehand.
 
     ``matte_source`` is a matter (matting runs here, in ``params.matting`` mode) or a :class:`LowResMatte` computed
-    in a batch earlier in that mode. ``background_image`` (HxWx3 uint8 RGB), when given, replaces the background
-    colour: it is scaled to cover the photo and centre-cropped.
+    in a batch earlier in that mode. ``background_image`` (HxWx3 uint8 RGB; else the ``params.background_image``
+    backdrop), when given, replaces the background colour: it is scaled to cover the photo and centre-cropped.
     """
     require_image(rgb)
     if not faces:
@@ -123,6 +124,8 @@ def make_id_photo(
         framing = plan_framing(group_face(people), low, spec, align=params.align)
         if params.horizontal_flip:
             framing = mirror_framing(framing)
+    if background_image is None and params.background_image is not None:
+        background_image = draw_backdrop(params.background_image)
     photo = render_photo(rgb, low, framing, params, colour, timings, background_image)
     mark = params.watermark()
     delivered, mark_note = photo.rgb, None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import get_args
 
 import cv2
 import numpy as np
@@ -15,7 +16,7 @@ from skimage import data as skdata
 
 from deployments.common.errors import InvalidParameter
 from deployments.idphoto import watermark
-from deployments.idphoto.background import fit_background
+from deployments.idphoto.background import BACKDROPS, Backdrop, draw_backdrop, fit_background
 from deployments.idphoto.params import parse_params
 from deployments.idphoto.pipeline import IdPhotoOutcome, make_id_photo
 from deployments.idphoto.touchup import Touchups, touch_up
@@ -328,3 +329,33 @@ def test_characters_the_font_cannot_draw_are_named_in_the_note(monkeypatch):
         "watermark drawn with DejaVuSans.ttf (the report judges the photo without it); "
         "it has no glyphs for '证件' (install fonts-noto-cjk on the server)"
     )
+
+
+def test_every_backdrop_preset_is_drawn_and_offered():
+    assert set(get_args(Backdrop)) == set(BACKDROPS)
+    for name in BACKDROPS:
+        picture = draw_backdrop(name)
+        assert picture.shape == (800, 600, 3) and not picture.flags.writeable
+        assert picture.std() > 3  # lit and mottled, not a flat colour
+        assert np.array_equal(picture, draw_backdrop.__wrapped__(name))  # the same pixels every time
+
+
+def test_a_backdrop_preset_goes_behind_the_person_on_every_path(textured, alpha):
+    outcome = run(textured, background=None, background_image="studio-grey")
+    photo = pixels(outcome.photo)
+    expected = np.clip(fit_background(draw_backdrop("studio-grey"), (295, 413)) * 255.0 + 0.5, 0, 255)
+    background = alpha == 0
+    assert (photo[background] == expected.astype(np.uint8)[background]).all()
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"background_image": "beach"}, "background_image"),
+        ({"background_image": "studio-blue", "background": "red"}, "exclude each other"),
+        ({"background_image": "studio-blue", "render": "radial"}, "render=radial"),
+    ],
+)
+def test_bad_backdrop_requests_are_refused(fields, words):
+    with pytest.raises(InvalidParameter, match=words):
+        parse_params(fields)
