@@ -112,21 +112,22 @@ def keep_subject(low: LowResMatte, points_xy: Sequence[tuple[float, float]], fac
     )
     reach = 2 if low.matting == "selfie" else max(2, int(round(0.02 * max(core.shape))))
     # Soft edges within reach stay; the confident core of anything else does not.
-    keep = cv2.dilate(subject, _disk(reach)) & (subject | (1 - core))
+    keep = _within(subject, reach, inside=False) & (subject | (1 - core))
     weight = cv2.GaussianBlur(keep.astype(np.float32), (5, 5), 0)
     return LowResMatte(alpha=low.alpha * weight, affine=low.affine, source_shape=low.source_shape, matting=low.matting)
 
 
 def _subject_core(core: np.ndarray, seeds: list[tuple[int, int]], radius_px: int, protrusion_px: float) -> np.ndarray:
     """The part of ``core`` (uint8 0/1) that is the person at ``seeds``: the opening's components there, plus what
-    the opening shaved off where it stays within ``protrusion_px`` of them."""
-    _, labels = cv2.connectedComponents(cv2.erode(core, _disk(radius_px)), connectivity=8)
+    the opening shaved off where it stays within ``protrusion_px`` of them. Erosion and dilation by a disk are
+    thresholds of distance transforms: linear in the canvas whatever the radius."""
+    _, labels = cv2.connectedComponents(_within(core, radius_px, inside=True), connectivity=8)
     ids = sorted({int(labels[y, x]) for x, y in seeds} - {0})
     if not ids:
         # The erosion removed every seed (a thin subject): keep the core's components there.
         _, labels = cv2.connectedComponents(core, connectivity=8)
         return np.isin(labels, [labels[y, x] for x, y in seeds]).astype(np.uint8)
-    person = cv2.dilate(np.isin(labels, ids).astype(np.uint8), _disk(radius_px)) & core
+    person = _within(np.isin(labels, ids).astype(np.uint8), radius_px, inside=False) & core
     residue = core & (1 - person)
     if not residue.any():
         return person
@@ -136,8 +137,12 @@ def _subject_core(core: np.ndarray, seeds: list[tuple[int, int]], radius_px: int
     return person | (residue & ~np.isin(parts, reaching)).astype(np.uint8)
 
 
-def _disk(radius_px: int) -> np.ndarray:
-    return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius_px + 1, 2 * radius_px + 1))
+def _within(mask: np.ndarray, radius_px: float, *, inside: bool) -> np.ndarray:
+    """Erosion (``inside``: pixels farther than ``radius_px`` from the mask's outside) or dilation (pixels within
+    ``radius_px`` of the mask) of a uint8 0/1 mask by a disk."""
+    if inside:
+        return (cv2.distanceTransform(mask, cv2.DIST_L2, 5) > radius_px).astype(np.uint8)
+    return (cv2.distanceTransform(1 - mask, cv2.DIST_L2, 5) <= radius_px).astype(np.uint8)
 
 
 class SelfieSegmenter:

@@ -185,7 +185,8 @@ def judge_photo(
     width_out, height_out = framing.size_wh
     eyes = framing.eyes_out
     centre_x = float((eyes[:, 0].mean() + framing.chin_out[0]) / 2.0)
-    face_width_out = float(max(f.box[2] - f.box[0] for f in found.people)) * framing.scale
+    group = group_face(found.people)  # the crown is searched across every head, as the framing did
+    face_width_out = float(group.box[2] - group.box[0]) * framing.scale
     crown_y, crown_touches_top = measure_crown_y(alpha, centre_x, float(eyes[:, 1].mean()), face_width_out)
     sharpness = [face_sharpness(photo_rgb, *_face_points_out(framing, f)) for f in found.people]
     cut_edges = _cut_edges(framing)

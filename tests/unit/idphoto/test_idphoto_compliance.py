@@ -158,3 +158,58 @@ def test_an_object_touching_the_person_that_the_matte_marks_becomes_background(p
     assert shown.sum() <= 0.35 * thing_out.sum(), (shown.sum(), thing_out.sum())
     assert (photo[outside_person(np.maximum(truth, thing_out.astype(np.uint8) * 255))] == RED).all()
     save(f"composite_touching_{thing.split()[0].replace(chr(39), '')}", scene.rgb, photo)
+
+
+def couple() -> tuple[SyntheticPortrait, list[Face]]:
+    """Two people side by side (each a drawn portrait 700 px wide), and both their faces."""
+    left, right = (draw_portrait(width_px=700, centre_xy=(350.0, 700.0)) for _ in range(2))
+    shift = np.array([700.0, 0.0], dtype=np.float32)
+    face = right.face
+    moved = Face(
+        box=(face.box[0] + 700, face.box[1], face.box[2] + 700, face.box[3]),
+        score=face.score,
+        landmarks=face.landmarks + shift,
+        roll_deg=face.roll_deg,
+        chin=(face.chin[0] + 700, face.chin[1]),
+    )
+    both = SyntheticPortrait(
+        np.ascontiguousarray(np.concatenate([left.rgb, right.rgb], axis=1)),
+        np.ascontiguousarray(np.concatenate([left.mask, right.mask], axis=1)),
+        left.face,
+        left.crown_y,
+        left.chin_y,
+    )
+    return both, [left.face, moved]
+
+
+def test_the_marriage_photo_frames_both_people_on_red_and_needs_two_faces():
+    both, faces = couple()
+    params = parse_params({"spec": "cn-marriage", "format": "png"})
+    outcome = make_id_photo(both.rgb, faces, both.low_matte(), params)
+    photo = np.asarray(Image.open(io.BytesIO(outcome.photo)).convert("RGB"))
+    assert photo.shape[:2] == (413, 626)
+    report = outcome.report
+    assert report.check("face_count").passed and report.face_count == 2, report.to_json()
+    assert abs(report.check("horizontal_offset").value) <= 0.02, report.to_json()
+    assert report.verdict == "pass", report.reasons
+    truth = cv2.warpAffine(both.mask, outcome.framing.affine, (626, 413), flags=cv2.INTER_LINEAR, borderValue=0)
+    assert (photo[outside_person(truth)] == RED).all()
+    for face in faces:  # both faces wholly inside the frame
+        box = np.array([[face.box[0], face.box[1]], [face.box[2], face.box[3]]])
+        corners = cv2.transform(box[None].astype(np.float64), outcome.framing.affine)[0]
+        assert (corners >= 0).all() and (corners[:, 0] <= 626).all() and (corners[:, 1] <= 413).all()
+    save("marriage_two_people", both.rgb, photo)
+    alone = make_id_photo(both.rgb, faces[:1], both.low_matte(), params)
+    assert alone.report.reason_codes[0] == "face_count" and "exactly 2" in alone.report.reasons[0]
+    assert "2" in alone.report.advice[0]
+
+
+def test_the_report_speaks_chinese_when_asked(portrait):
+    cut_top = cut(portrait, top=int(portrait.crown_y) + 30)
+    _, outcome, _ = make(cut_top, lang="zh-CN")
+    report = outcome.report.to_json()
+    assert report["lang"] == "zh"
+    reason = report["reasons"][report["reason_codes"].index("head_cropped_in_source")]
+    assert reason.startswith("原照片在上边缘截断了头部"), reason
+    assert report["advice"][0].startswith("请离远一些重拍"), report["advice"]
+    assert all(any("\u4e00" <= ch <= "\u9fff" for ch in text) for text in report["reasons"] + report["notes"])
