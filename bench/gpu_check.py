@@ -144,7 +144,7 @@ def video_section(run: Run, name: str, gpen: torch.nn.Module) -> None:
         return
     from bench.gpu.video import VideoCase, video_frames_per_s
 
-    size = (320, 180, 6) if run.quick else (1920, 1080, 50)
+    size = (320, 180, 12) if run.quick else (1920, 1080, 50)  # 2 s at 25 fps: slow enough for one track per head
     cases = [VideoCase(faces, *size) for faces in (1, 4)]
     asyncio.run(video_frames_per_s(run, name, gpen, cases))
 
