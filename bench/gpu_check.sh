@@ -3,7 +3,8 @@
 # (optional: the released MODNet, for a bf16 check on real weights; every model is timed on random weights anyway).
 # About 7 minutes on an H200 (gpu_check.py keeps to --budget-s 440 and cuts the last sections first).
 # bench/gpu_check.py is the entry; its parts (timing, report, one module per model family) are in bench/gpu/.
-# Uses the GPU image's python3 (torch, numpy, opencv, pillow, scikit-image); results land in $OUT:
+# Uses the GPU image's python3 (torch, numpy, opencv, pillow, scikit-image; PyAV for the video section, which says
+# it did not run without it); results land in $OUT:
 # gpu_report.json (rewritten after every table), gpu_check.log, nvidia-smi.csv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
