@@ -12,13 +12,14 @@ Layout = list[tuple[str, tuple[int, ...]]]
 
 
 def read_key_list(path: Path) -> Layout:
-    """``name<TAB>comma-separated dims`` per line, in official ``state_dict()`` order; ``#`` lines are comments."""
+    """``name<TAB>comma-separated dims`` per line (no dims for a scalar), in official ``state_dict()`` order; ``#``
+    lines are comments."""
     entries = []
     for line in path.read_text().splitlines():
         if line.startswith("#"):
             continue
         key, shape = line.split("\t")
-        entries.append((key, tuple(int(dim) for dim in shape.split(","))))
+        entries.append((key, tuple(int(dim) for dim in shape.split(",") if dim)))
     return entries
 
 

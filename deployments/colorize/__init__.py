@@ -1,0 +1,1 @@
+"""Colorization of black-and-white photos (DDColor)."""
