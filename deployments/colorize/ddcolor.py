@@ -26,13 +26,13 @@ from torch import nn
 
 from deployments.colorize.color_decoder import MultiScaleColorDecoder
 from deployments.colorize.convnext import CONVNEXT_L, CONVNEXT_T, ConvNeXt, ConvNextConfig
+from deployments.colorize.pipeline import INPUT_MULTIPLE_PX
 from deployments.colorize.unet import PixelShuffleUp, SpectralConv2d, UnetBlockWide
 from deployments.common.errors import InvalidParameter, ModelUnavailable
 from deployments.restore.checkpoint import load_strict, read_state_dict
 
 logger = logging.getLogger(__name__)
 
-INPUT_MULTIPLE_PX = 32  # the encoder's total stride
 DECODER_WIDTH = 512
 NUM_QUERIES = 100
 DEC_LAYERS = 9

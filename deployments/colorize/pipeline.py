@@ -6,21 +6,19 @@ float32 in [0, 1]; resized (bilinear) to ``size_px × size_px``; its Lab ``L`` a
 full-resolution ``L``; Lab → RGB by OpenCV's float conversion (which clips to [0, 1]); ×255, rounded. The official code
 works in BGR and we in RGB: every step is per channel or colour-order symmetric, so the result is the same pixels.
 
+Torch-free, so the job at the edge prepares the input and joins the colours at the photo's size, and the Colorizer
+replica runs only the network (3 MB in, 2 MB out per photo at 512², whatever the photo's size).
 Images are ``(H, W, 3)`` uint8 RGB (``deployments.common.image``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import cv2
 import numpy as np
-import torch
-from torch.nn import functional as F
 
-from deployments.colorize.ddcolor import INPUT_MULTIPLE_PX, DDColor
 from deployments.common.errors import InvalidParameter
 
+INPUT_MULTIPLE_PX = 32  # the network's total stride
 DEFAULT_SIZE_PX = 512  # the official --input_size
 
 
@@ -38,18 +36,21 @@ def gray_input(photo: np.ndarray, size_px: int = DEFAULT_SIZE_PX) -> np.ndarray:
     return np.ascontiguousarray(cv2.cvtColor(gray_lab, cv2.COLOR_LAB2RGB).transpose(2, 0, 1))
 
 
-def join_color(photo: np.ndarray, ab: torch.Tensor) -> np.ndarray:
-    """``photo``'s own ``L`` with the predicted ``ab`` (``2×s×s``, any float dtype) resized to it → uint8 RGB."""
+def nearest_indices(in_size: int, out_size: int) -> np.ndarray:
+    """Source index of each output index under ``torch.nn.functional.interpolate(mode="nearest")``: the float32
+    product ``floor(i · (in/out))``, clipped (what the official post-processing calls, computed without torch)."""
+    if in_size == out_size:
+        return np.arange(out_size)
+    scale = np.float32(in_size) / np.float32(out_size)
+    indices = np.floor(np.arange(out_size, dtype=np.float32) * scale).astype(np.int64)
+    return np.minimum(indices, in_size - 1)
+
+
+def join_color(photo: np.ndarray, ab: np.ndarray) -> np.ndarray:
+    """``photo``'s own ``L`` with the predicted ``ab`` (``2×s×s`` float32) resized to it (nearest) → uint8 RGB."""
     height, width = photo.shape[:2]
     lightness = cv2.cvtColor(_unit_float(photo), cv2.COLOR_RGB2Lab)[:, :, :1]
-    ab_full = F.interpolate(ab[None].float().cpu(), size=(height, width))[0].numpy().transpose(1, 2, 0)
+    rows, cols = nearest_indices(ab.shape[1], height), nearest_indices(ab.shape[2], width)
+    ab_full = ab.transpose(1, 2, 0)[rows[:, None], cols[None, :]].astype(np.float32)
     rgb = cv2.cvtColor(np.concatenate([lightness, ab_full], axis=-1), cv2.COLOR_LAB2RGB)
     return (rgb * 255.0).round().astype(np.uint8)
-
-
-def colorize_batch(model: DDColor, photos: Sequence[np.ndarray], size_px: int = DEFAULT_SIZE_PX) -> list[np.ndarray]:
-    """Colorize ``photos`` in one forward pass at ``size_px``², on the model's device and in its dtype."""
-    batch = torch.from_numpy(np.stack([gray_input(photo, size_px) for photo in photos]))
-    with torch.inference_mode():
-        ab = model(batch.to(device=model.mean.device, dtype=model.mean.dtype))
-    return [join_color(photo, item) for photo, item in zip(photos, ab)]

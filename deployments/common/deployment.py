@@ -37,6 +37,7 @@ BATCH_DEFAULTS: dict[str, BatchConfig] = {
     "FaceRestorer": BatchConfig(max_batch_size=8, batch_wait_timeout_s=0.02),
     "Cartoonizer": BatchConfig(max_batch_size=8, batch_wait_timeout_s=0.02),
     "BackgroundUpscaler": BatchConfig(max_batch_size=8, batch_wait_timeout_s=0.01),
+    "Colorizer": BatchConfig(max_batch_size=4, batch_wait_timeout_s=0.02),
 }
 
 
