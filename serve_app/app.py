@@ -9,6 +9,7 @@ from ray.serve import Application
 
 from deployments.cartoon.deployment import Cartoonizer
 from deployments.cartoon.types import CARTOON_DEPLOYMENTS
+from deployments.colorize.deployment import Colorizer
 from deployments.common.settings import get_model_settings
 from deployments.common.weights import load_manifest
 from deployments.faces.deployment import FaceAnalyzer
@@ -58,6 +59,7 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
         cartoon_head=Cartoonizer.options(name=CARTOON_DEPLOYMENTS["head"]).bind("head"),
         cartoon_background=Cartoonizer.options(name=CARTOON_DEPLOYMENTS["background"]).bind("background"),
         upscaler=BackgroundUpscaler.bind(),
+        colorizer=Colorizer.bind(),
     )
     runner = BucketRunner.bind(stages=stages, jobs=options.jobs, auth=options.auth) if options.bucket_runner else None
     return Ingress.bind(

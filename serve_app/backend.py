@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from deployments.cartoon.types import StyleJob, Stylized
+from deployments.colorize.types import ColorizeJob, PredictedColor
 from deployments.common.engine import EngineInfo
 from deployments.common.weights import ModelSpec
 from deployments.faces.types import Face
@@ -56,6 +57,14 @@ class Backend(Protocol):
     async def stylize_head(self, job: StyleJob) -> Stylized: ...
 
     async def stylize_background(self, job: StyleJob) -> Stylized: ...
+
+    async def default_colorize_model(self) -> str:
+        """The colorization model a job without ``model`` gets: the first whose weights are present."""
+        ...
+
+    async def colorize(self, job: ColorizeJob) -> PredictedColor:
+        """The colours DDColor predicts for ``job``; ``ModelUnavailable`` (with the fetch command) without weights."""
+        ...
 
     def matte_engine(self, matting: Matting) -> EngineInfo:
         """The matting engine and weights behind ``segment_portrait`` in ``matting`` mode."""

@@ -173,7 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
         "s3://bucket/prefix) replaces every model's download host: files come from <mirror>/<file>.",
     )
     pull.add_argument("names", nargs="*")
-    pull.add_argument("--default", action="store_true", help="every model whose licence allows any use (alternates only when named)")
+    pull.add_argument(
+        "--default", action="store_true", help="every model whose licence allows any use (alternates only when named)"
+    )
     pull.add_argument("--builtin", action="store_true", help="the MediaPipe models, from the package registry")
     pull.add_argument("--all", action="store_true", help="every model, restricted licences included")
     pull.add_argument("--force", action="store_true", help="fetch again even when present")

@@ -20,6 +20,7 @@ from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, 
 from ray.serve.handle import DeploymentHandle
 
 from deployments.cartoon.types import StyleJob, Stylized
+from deployments.colorize.types import ColorizeJob, PredictedColor
 from deployments.common.batching import unwrap
 from deployments.common.deployment import record_job
 from deployments.common.engine import EngineInfo
@@ -48,10 +49,12 @@ class Stages:
     cartoon_head: DeploymentHandle
     cartoon_background: DeploymentHandle
     upscaler: DeploymentHandle
+    colorizer: DeploymentHandle
 
     def probes(self) -> dict[str, DeploymentHandle]:
         """Every deployment ``/healthz`` asks, under its deployment name (the one the Serve YAML configures)."""
         handles = [self.analyzer, self.matter, self.cartoon_head, self.cartoon_background, self.upscaler]
+        handles.append(self.colorizer)
         return {handle.deployment_name: handle for handle in [*handles, *self.restorers.values()]}
 
 
@@ -85,6 +88,7 @@ class HandleBackend:
         self._cartoon_background = stages.cartoon_background
         self._restorers = dict(stages.restorers)  # in the order of preference the Serve YAML gives
         self._upscaler = stages.upscaler
+        self._colorizer = stages.colorizer
         self._default_model: str | None = None
         self._background_engines: dict[int, BackgroundEngine | None] = {}
         self._restore_templates = {name: restore_template(manifest, name) for name in self._restorers}
@@ -126,6 +130,13 @@ class HandleBackend:
 
     async def stylize_background(self, job: StyleJob) -> Stylized:
         return unwrap(await call_deployment(self._cartoon_background.stylize, job))
+
+    async def default_colorize_model(self) -> str:
+        """Asked every time (the Colorizer is woken for the job anyway), so weights pulled later count."""
+        return await call_deployment(self._colorizer.default_model)
+
+    async def colorize(self, job: ColorizeJob) -> PredictedColor:
+        return unwrap(await call_deployment(self._colorizer.colorize, job))
 
     def matte_engine(self, matting: Matting) -> EngineInfo:
         return self._matte_engines[matting]

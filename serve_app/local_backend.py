@@ -1,7 +1,8 @@
 """A ``Backend`` that runs the real predictors in this process: for tests, the backfill CLI and benchmarks.
 
 The same predictors the model deployments hold (``FaceAnalysisPredictor``, ``MattingPredictor``,
-``RestorationPredictor``, ``UpscalePredictor``, ``CartoonPredictor``), called in worker threads, one item at a time (no
+``RestorationPredictor``, ``UpscalePredictor``, ``CartoonPredictor``,
+``ColorizationPredictor``), called in worker threads, one item at a time (no
 cross-request batching: that is what Serve adds). Predictors hold one interpreter per thread, so concurrent calls are
 safe. A restorer whose weights are absent runs the classic restorer, as the deployments do (the cartoon predictors
 fall back to their classic paths), and a request without ``model`` gets the first restorer whose weights are present.
@@ -18,6 +19,8 @@ import numpy as np
 from deployments.cartoon.predictor import CartoonPredictor
 from deployments.cartoon.styles import cartoon_styles
 from deployments.cartoon.types import CARTOON_DEPLOYMENTS, ModelKind, StyleJob, Stylized
+from deployments.colorize.predictor import ColorizationPredictor
+from deployments.colorize.types import ColorizeJob, PredictedColor
 from deployments.common.batching import run_per_item, unwrap
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter
@@ -60,6 +63,7 @@ class LocalBackend:
         self._restorers: dict[str, RestorationPredictor] = {}
         self._upscaler: UpscalePredictor | None = None
         self._cartoonizers: dict[ModelKind, CartoonPredictor] = {}
+        self._colorizer: ColorizationPredictor | None = None
 
     async def analyze_faces(self, image: np.ndarray) -> list[Face]:
         return await _run_one(self._analyzer.analyze_batch, image, self._analyzer.admit, "FaceAnalyzer")
@@ -96,6 +100,14 @@ class LocalBackend:
         background = self._cartoonizer("background")
         return await _run_one(background.stylize, job, background.admit, CARTOON_DEPLOYMENTS["background"])
 
+    async def default_colorize_model(self) -> str:
+        return self._colorization().default_model()
+
+    async def colorize(self, job: ColorizeJob) -> PredictedColor:
+        colorizer = self._colorization()
+        (outcome,) = await run_stage(run_per_item, colorizer.predict, [job], colorizer.admit, "Colorizer")
+        return unwrap(outcome)
+
     def matte_engine(self, matting: Matting) -> EngineInfo:
         return self._matte_engines[matting]
 
@@ -110,6 +122,11 @@ class LocalBackend:
         if kind not in self._cartoonizers:
             self._cartoonizers[kind] = CartoonPredictor(kind, cartoon_styles(self._store.manifest), self._store)
         return self._cartoonizers[kind]
+
+    def _colorization(self) -> ColorizationPredictor:
+        if self._colorizer is None:
+            self._colorizer = ColorizationPredictor(self._store)
+        return self._colorizer
 
     def _background_upscaler(self) -> UpscalePredictor:
         if self._upscaler is None:

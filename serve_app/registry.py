@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from deployments.cartoon.params import CartoonParams
+from deployments.colorize.params import ColorizeParams
 from deployments.common.errors import InternalError, InvalidParameter
 from deployments.common.params import JobParams
 from deployments.idphoto.params import IdPhotoParams
@@ -115,6 +116,19 @@ JOB_ENTRIES: tuple[JobEntry, ...] = (
         example_words="卡通, 动漫, 素描",
         deployments=("FaceAnalyzer", "CartoonHead", "CartoonBackground"),
         frames=True,
+    ),
+    JobEntry(
+        name="colorize",
+        params_model=ColorizeParams,
+        title=("colorization", "上色"),
+        description="Colorize a black-and-white photo with DDColor (the official inference: colours predicted from "
+        "the lightness at `input_size`², laid on the photo's own full-resolution lightness). Without DDColor's "
+        "weights the answer is 503 `model_unavailable` naming the command that fetches them; there is no non-neural "
+        "colorization.",
+        result_media_types={"image/jpeg": "jpg", "image/png": "png", "image/webp": "webp"},
+        prompt_hint="colorize a black-and-white or sepia photo (上色, 黑白照片上色, colorize)",
+        example_words="上色, 黑白照片上色, colorize",
+        deployments=("Colorizer",),
     ),
 )
 

@@ -45,6 +45,10 @@ class Colorizer:
         record_batch("Colorizer", len(jobs))
         return await asyncio.to_thread(run_per_item, self._predictor.predict, jobs, self._predictor.admit, "Colorizer")
 
+    async def default_model(self) -> str:
+        """The model a request without ``model`` gets (``ColorizationPredictor.default_model``)."""
+        return self._predictor.default_model()
+
     def check_health(self) -> None:
         gpu_facts("Colorizer")
 

@@ -27,7 +27,9 @@ COLORIZE_MODELS = tuple(colorizer_models(load_manifest(get_model_settings().mode
 
 class ColorizeParams(JobParams):
     model: Literal[COLORIZE_MODELS] | None = Field(
-        None, description=f"colorization model; default {COLORIZE_MODELS[0]} (the authors' recommendation)"
+        None,
+        description="colorization model; default: the first whose weights are present, in the order "
+        f"{', '.join(COLORIZE_MODELS)} ({COLORIZE_MODELS[0]}: the authors' recommendation)",
     )
     input_size: int = Field(
         DEFAULT_SIZE_PX,
@@ -44,6 +46,3 @@ class ColorizeParams(JobParams):
         if value % INPUT_MULTIPLE_PX:
             raise ValueError(f"input_size must be a multiple of {INPUT_MULTIPLE_PX}, got {value}")
         return value
-
-    def model_or_default(self) -> str:
-        return self.model or COLORIZE_MODELS[0]

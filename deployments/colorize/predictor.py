@@ -60,9 +60,11 @@ class ColorizationPredictor:
                 f"a colorizer input is 3×S×S with S a multiple of {INPUT_MULTIPLE_PX} up to {MAX_SIZE_PX}, got {shape}"
             )
 
-    def engine(self, model: str) -> EngineInfo:
-        """The engine ``model`` runs on (loading it); ``ModelUnavailable`` with the fix when its weights are absent."""
-        return self._network(model)[1]
+    def default_model(self) -> str:
+        """The first colorization model (manifest order) whose weights are present; the first of all when none is
+        (a request then gets the 503 naming the command that fetches it)."""
+        present = [name for name in self.models if self.store.status(name).usable]
+        return (present or self.models)[0]
 
     def predict(self, jobs: Sequence[ColorizeJob]) -> list[PredictedColor]:
         results: dict[int, PredictedColor] = {}

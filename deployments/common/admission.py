@@ -15,6 +15,7 @@ whole to a network.
 | ID photo output | 4 MP | every preset is under 1.6 MP; compositing costs ~75 MB per output MP |
 | restored photo output | 64 MP | ``upscale`` 4 takes photos up to 4 MP, 2 up to 16 MP |
 | cartoon output (the input's size) | 50 MP | the decode cap; the network sees at most 720x2048 |
+| colorized photo (the input's size) | 50 MP | the decode cap; the network sees its lightness at 512² (at most 1024²) |
 | whole photo into a stage (faces, matting) | 50 MP | the stage shrinks it for its network |
 | face crop into a restorer | 1024x1024 | crops are 256 or 512 |
 | tile into the upscaler | 512x512 | the job cuts 400 px tiles with 10 px context |
@@ -75,6 +76,7 @@ class PixelCap:
 IDPHOTO_OUTPUT = PixelCap("an ID photo", 4 * MEGAPIXEL)
 RESTORE_OUTPUT = PixelCap("a restored photo", 64 * MEGAPIXEL)
 CARTOON_OUTPUT = PixelCap("a cartoon (the size of its photo)", 50 * MEGAPIXEL)
+COLORIZE_OUTPUT = PixelCap("a colorized photo (the size of its photo)", 50 * MEGAPIXEL)
 
 # Model stage inputs, per item.
 PHOTO_STAGE_INPUT = PixelCap("a photo for face analysis or matting", 50 * MEGAPIXEL)

@@ -51,6 +51,17 @@ class RestoreParams(JobParams):
     only_center_face: bool = Field(False, description="restore only the face nearest the image centre")
     blend: float = Field(1.0, ge=0.0, le=1.0, description="0 keeps the original face, 1 the restored one")
     format: Literal["auto", "jpeg", "png", "webp"] = Field("auto", description="auto: JPEG for JPEG input, else PNG")
+    colorize: Literal["auto", "true", "false"] = Field(
+        "false",
+        description="colorize the restored photo with DDColor: true, or auto = only a black-and-white (gray or toned) "
+        "photo; without DDColor's weights auto leaves it as it is and says so, true is a 503",
+    )
+
+    @field_validator("colorize", mode="before")
+    @classmethod
+    def _colorize_words(cls, value: object) -> object:
+        """JSON booleans mean "true"/"false"."""
+        return str(value).lower() if isinstance(value, bool) else value
 
     @field_validator("upscale", mode="before")
     @classmethod

@@ -1,4 +1,5 @@
-"""Face restoration of a whole photo: detect → align each face → restore (batched across requests) → paste back.
+"""Face restoration of a whole photo: detect → align each face → restore (batched across requests) → paste back →
+colorize when asked (``colorize``: the finished photo, so its restored faces are coloured with the rest).
 
 The orchestration only: the pure steps live in ``deployments/restore/pipeline.py``."""
 
@@ -11,8 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from deployments.colorize.tone import read_tone
 from deployments.common.admission import restore_input_cap
 from deployments.common.engine import EngineInfo
+from deployments.common.errors import ModelUnavailable
 from deployments.common.image import DecodedImage
 from deployments.common.params import parse_params
 from deployments.common.upscale import upscale_image
@@ -24,6 +27,7 @@ from deployments.restore.types import FaceToRestore, RestoredFace
 from deployments.video.pipeline import FrameResult, ProcessFrame
 from deployments.video.tracking import TrackedFace
 from serve_app.backend import Backend
+from serve_app.jobs.colorize import colorize_photo
 from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.deadline import run_stage
 from serve_app.jobs.results import JobResult, encode_job_result, png_b64
@@ -55,6 +59,7 @@ async def run(backend: Backend, data: bytes, params: RestoreParams, context: Job
         faces, gray = await asyncio.gather(backend.analyze_faces(source.rgb), run_stage(is_gray, source.rgb))
     chosen = select_faces(faces, source.width, source.height, params)
     restored = await restore_faces(backend, source.rgb, chosen, params, model, gray, timings)
+    result, colorizer, colorize_report = await colorize_if_asked(backend, source.rgb, restored.rgb, params, timings)
     attachments = {}
     if params.return_ == "json":
         attachments["faces"] = [
@@ -65,12 +70,13 @@ async def run(backend: Backend, data: bytes, params: RestoreParams, context: Job
         "restore",
         params.model_copy(update={"model": model}),
         source,
-        restored.rgb,
-        restored.engines,
+        result,
+        restored.engines + ([colorizer] if colorizer else []),
         faces=len(chosen),
         timings=timings,
         fallback_engine="none (no face found)",
         attachments=attachments,
+        report={"colorize": colorize_report} if params.colorize != "false" else None,
     )
 
 
@@ -122,3 +128,26 @@ async def frame_processor(backend: Backend, params: RestoreParams, context: JobC
         return FrameResult(restored.rgb, restored.engines)
 
     return process_frame
+
+
+async def colorize_if_asked(
+    backend: Backend, source_rgb: np.ndarray, result: np.ndarray, params: RestoreParams, timings: Timings
+) -> tuple[np.ndarray, EngineInfo | None, dict[str, Any]]:
+    """``result`` in colour when ``params.colorize`` is true, or auto and the source reads monochrome
+    (``deployments.colorize.tone``); the engine that coloured it; what was decided and why (the response's
+    ``report.colorize``). Auto without DDColor's weights leaves the photo as it is and says so; true is a 503."""
+    if params.colorize == "false":
+        return result, None, {}
+    tone = await run_stage(read_tone, source_rgb)
+    report: dict[str, Any] = {"requested": params.colorize, "tone": tone.to_json()}
+    if params.colorize == "auto" and not tone.monochrome:
+        return result, None, {**report, "colorized": False, "reason": "the photo is in colour"}
+    model = await backend.default_colorize_model()
+    report["model"] = model
+    try:
+        colored, engine = await colorize_photo(backend, result, model, timings)
+    except ModelUnavailable as exc:
+        if params.colorize == "true":
+            raise
+        return result, None, {**report, "colorized": False, "reason": exc.message, "fix": exc.details.get("fix")}
+    return colored, engine, {**report, "colorized": True}

@@ -36,11 +36,13 @@ class JobResult:
     def headers(self) -> dict[str, str]:
         """The metadata a plain image response carries in headers."""
         weights = ",".join(_weights_item(w) for w in self.meta.weights) or "none"
+        report = self.meta.report or {}
         return {
             "X-Portrait-Engine": self.meta.engine,
             "X-Portrait-Weights": weights,
             "X-Portrait-Faces": str(self.meta.faces),
-            **({"X-Portrait-Compliance": self.meta.report["verdict"]} if self.meta.report else {}),
+            **({"X-Portrait-Compliance": report["verdict"]} if "verdict" in report else {}),
+            **({"X-Portrait-Colorized": _colorized(report["colorize"])} if "colorize" in report else {}),
         }
 
     @classmethod
@@ -84,6 +86,11 @@ def encode_like_source(rgb: np.ndarray, fmt: str, source: DecodedImage) -> bytes
     """Encode with the input's alpha (resized to the output), DPI and ICC profile."""
     alpha = resize_alpha(source.alpha, rgb.shape[1], rgb.shape[0])
     return encode_image(rgb, fmt, alpha=alpha, dpi=source.dpi, icc_profile=source.icc_profile)
+
+
+def _colorized(decision: dict[str, Any]) -> str:
+    """``yes``, or ``no: <why>`` (a restore's ``colorize`` decision, for a plain image response)."""
+    return "yes" if decision["colorized"] else f"no: {decision['reason']}"
 
 
 def _weights_item(weights: WeightsOut) -> str:
@@ -154,6 +161,7 @@ async def encode_job_result(
     timings: Timings,
     fallback_engine: str,
     attachments: dict[str, Any] | None = None,
+    report: dict[str, Any] | None = None,
 ) -> JobResult:
     """The last step of the image-to-image jobs: encode like the source (in a worker thread) and describe it."""
     fmt = output_format(params.format, source)
@@ -170,5 +178,6 @@ async def encode_job_result(
         media_type=MEDIA_TYPES[fmt],
         body=body,
         timings_ms=timings.ms,
+        report=report,
     )
     return JobResult(body=body, media_type=MEDIA_TYPES[fmt], meta=meta, attachments=attachments or {})

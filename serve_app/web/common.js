@@ -2,7 +2,7 @@
 // and their errors, small DOM helpers. Classic scripts loaded in order by index.html; app.js (last) starts the page.
 "use strict";
 
-const ROUTES = { restore: "/v1/restore", idphoto: "/v1/idphoto", cartoon: "/v1/cartoon" };
+const ROUTES = { restore: "/v1/restore", idphoto: "/v1/idphoto", cartoon: "/v1/cartoon", colorize: "/v1/colorize" };
 
 const state = {
   language: "en",
