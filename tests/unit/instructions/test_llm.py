@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from serve_app.instructions import InstructionsConfig, InstructionUnclear, JobHint, LlmOptions, build_interpreter
+from serve_app.registry import JOB_NAMES
 
 
 def _interpret(engine, prompt, hint=None):
@@ -47,7 +48,7 @@ def test_the_request_carries_the_prompt_and_a_schema_from_the_params_models(job_
     assert "cn-1inch = 一寸 / 1 inch" in body["messages"][0]["content"]
     schema = body["response_format"]["json_schema"]["schema"]
     branches = {branch["properties"]["task"]["const"]: branch for branch in schema["anyOf"]}
-    assert set(branches) == {"restore", "idphoto", "cartoon", "unclear"}
+    assert set(branches) == {*JOB_NAMES, "unclear"}
     idphoto = branches["idphoto"]["properties"]["params"]["properties"]
     assert "cn-1inch" in idphoto["spec"]["enum"] and "us-passport" in idphoto["spec"]["enum"]
     assert "return" not in idphoto

@@ -49,7 +49,14 @@ class FakeHandle:
 def stages(**handles: FakeHandle) -> Stages:
     defaults = {
         name: FakeHandle(name)
-        for name in ("FaceAnalyzer", "PortraitMatter", "CartoonHead", "CartoonBackground", "BackgroundUpscaler")
+        for name in (
+            "FaceAnalyzer",
+            "PortraitMatter",
+            "CartoonHead",
+            "CartoonBackground",
+            "BackgroundUpscaler",
+            "Colorizer",
+        )
     }
     named = {**defaults, **handles}
     return Stages(
@@ -59,6 +66,7 @@ def stages(**handles: FakeHandle) -> Stages:
         cartoon_head=named["CartoonHead"],
         cartoon_background=named["CartoonBackground"],
         upscaler=named["BackgroundUpscaler"],
+        colorizer=named["Colorizer"],
     )
 
 
@@ -89,6 +97,7 @@ def test_every_deployment_answering_is_ok():
         "CartoonHead",
         "CartoonBackground",
         "BackgroundUpscaler",
+        "Colorizer",
         "FaceRestorer512",
     }
     assert overall_status(report) == "ok"
