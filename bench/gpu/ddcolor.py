@@ -40,7 +40,7 @@ def check_ddcolor(run: Run, variant: str, *, share_s: float) -> None:
     pool = torch.from_numpy(np.stack([gray_input(photo, size_px)] * max(batches))).to(run.device)
 
     def to_uint8(ab: torch.Tensor) -> np.ndarray:
-        return np.stack([join_color(photo, item) for item in ab])
+        return np.stack([join_color(photo, item.numpy()) for item in ab])
 
     precision_table(
         run,
