@@ -101,8 +101,8 @@ def lab(rgb: np.ndarray) -> np.ndarray:
 
 async def measure(backend: LocalBackend, name: str, photo: np.ndarray, model: str) -> list[str]:
     boxes = [face.box for face in await backend.analyze_faces(photo)]
-    start = time.perf_counter()
     restored_gray = await restore(backend, photo, model, "false")
+    start = time.perf_counter()
     first = await restore(backend, photo, model, "true")
     restore_first_s = time.perf_counter() - start
     start = time.perf_counter()
