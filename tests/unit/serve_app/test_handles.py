@@ -11,6 +11,7 @@ import pytest
 from ray.serve.exceptions import BackPressureError
 
 from deployments.cartoon.types import StyleJob
+from deployments.colorize.types import ColorizeJob
 from deployments.common.batching import ItemFailure
 from deployments.common.errors import InvalidParameter, Overloaded
 from deployments.common.weights import load_manifest
@@ -80,6 +81,7 @@ def _backend_whose_stages_answer(outcome) -> HandleBackend:
         stage("CartoonHead", stylize=_Answers(outcome)),
         stage("CartoonBackground", stylize=_Answers(outcome)),
         stage("BackgroundUpscaler", upscale=_Answers(outcome)),
+        stage("Colorizer", colorize=_Answers(outcome)),
     )
     return HandleBackend(stages, load_manifest(REPO_ROOT / "configs" / "models.yaml"))
 
@@ -96,6 +98,7 @@ def test_an_items_failure_is_raised_as_the_callers_own_typed_error():
         backend.upscale_tile(TileToUpscale(image, 2)),
         backend.stylize_head(StyleJob("anime", image)),
         backend.stylize_background(StyleJob("anime", image)),
+        backend.colorize(ColorizeJob(np.zeros((3, 32, 32), np.float32), "ddcolor_modelscope")),
     ]
     for call in calls:
         with pytest.raises(InvalidParameter, match="1x1 is smaller"):
