@@ -122,12 +122,14 @@ def _subject_core(core: np.ndarray, seeds: list[tuple[int, int]], radius_px: int
     the opening shaved off where it stays within ``protrusion_px`` of them. Erosion and dilation by a disk are
     thresholds of distance transforms: linear in the canvas whatever the radius."""
     _, labels = cv2.connectedComponents(_within(core, radius_px, inside=True), connectivity=8)
-    ids = sorted({int(labels[y, x]) for x, y in seeds} - {0})
+    ids = sorted({_label_below(labels, seed, 2 * radius_px) for seed in seeds} - {0})
     if not ids:
         # The erosion removed every seed (a thin subject): keep the core's components there.
         _, labels = cv2.connectedComponents(core, connectivity=8)
         return np.isin(labels, [labels[y, x] for x, y in seeds]).astype(np.uint8)
-    person = _within(np.isin(labels, ids).astype(np.uint8), radius_px, inside=False) & core
+    # Grown back 2 px further than eroded: the distance transforms' rounding must not leave a ring around the person
+    # that would join an ear to a touching object.
+    person = _within(np.isin(labels, ids).astype(np.uint8), radius_px + 2, inside=False) & core
     residue = core & (1 - person)
     if not residue.any():
         return person
@@ -135,6 +137,15 @@ def _subject_core(core: np.ndarray, seeds: list[tuple[int, int]], radius_px: int
     far = cv2.distanceTransform(1 - person, cv2.DIST_L2, 3) > protrusion_px
     reaching = np.unique(parts[far & (parts > 0)])
     return person | (residue & ~np.isin(parts, reaching)).astype(np.uint8)
+
+
+def _label_below(labels: np.ndarray, seed: tuple[int, int], reach_px: int) -> int:
+    """The component at ``seed``, or the first one within ``reach_px`` below it (a chest point just above the
+    eroded body, where a thin neck broke)."""
+    x, y = seed
+    column = labels[y : y + reach_px + 1, x]
+    found = column[column > 0]
+    return int(found[0]) if found.size else 0
 
 
 def _within(mask: np.ndarray, radius_px: float, *, inside: bool) -> np.ndarray:

@@ -97,3 +97,18 @@ def test_keep_subject_drops_detached_blobs_and_keeps_soft_hair_within_reach(matt
         assert kept[172, 256] == pytest.approx(0.3, abs=0.01)
     else:  # the selfie model's haze beyond 2 px of its core is dropped
         assert kept[172, 256] < 0.01
+
+
+def test_keep_subject_keeps_a_thin_neck_the_body_and_the_ears_and_drops_a_touching_post():
+    """A head (face 200 px wide) on a neck thinner than the opening, with ears; a post touches the head's side."""
+    alpha = np.zeros((672, 512), np.float32)
+    cv2.circle(alpha, (256, 200), 100, 1.0, -1)  # the head
+    alpha[290:400, 236:276] = 1.0  # a neck 40 px wide (the opening's disk is 0.2 x 200 = 40 px in radius)
+    alpha[400:, 100:412] = 1.0  # the body
+    cv2.ellipse(alpha, (152, 200), (14, 28), 0, 0, 360, 1.0, -1)  # an ear
+    alpha[0:360, 352:392] = 1.0  # a door post touching the head's right side
+    low = LowResMatte(alpha, np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]), alpha.shape, "modnet")
+    kept = keep_subject(low, [(256.0, 200.0), (256.0, 420.0)], 200.0).alpha
+    assert kept[200, 256] == pytest.approx(1.0) and kept[600, 256] == pytest.approx(1.0)  # head and body
+    assert kept[340, 256] == pytest.approx(1.0) and kept[200, 142] == pytest.approx(1.0)  # neck and ear
+    assert kept[20, 372] == 0.0 and kept[330, 372] == 0.0  # the post above and below the contact

@@ -117,6 +117,8 @@ def test_colours(raw, expected):
         ({"spec": "cn-1inch", "dpi": 600}, "preset carries its own DPI"),
         ({"colour": "red"}, "colour"),
         ({"layout": "8inch"}, "layout"),
+        ({"lighting": "bright"}, "lighting"),
+        ({"lang": "fr"}, "lang"),
     ],
 )
 def test_invalid_options_are_refused_clearly(data, message):
@@ -129,3 +131,24 @@ def test_custom_size_and_ratio_overrides():
     spec = params.resolve_spec()
     assert (spec.width_px, spec.height_px, spec.dpi) == (400, 500, 350)
     assert spec.head_height == (0.58, 0.62) and spec.top_margin == (0.08, 0.12)
+
+
+@pytest.mark.parametrize(
+    ("raw", "mode"),
+    [(True, "gentle"), ("true", "gentle"), (False, "off"), ("0", "off"), ("full", "full"), ("gentle", "gentle")],
+)
+def test_lighting_takes_its_modes_and_the_former_booleans(raw, mode):
+    assert parse_params({"lighting": raw}).lighting == mode
+
+
+def test_hivision_sizes_and_the_marriage_photo_are_presets(specs):
+    """Every size of HivisionIDPhotos' size_list_CN.csv (its 2-inch 626x413 is its large 2-inch) has a preset."""
+    hivision = {(295, 413), (413, 626), (260, 378), (413, 531), (390, 567), (1050, 1499), (144, 192), (531, 709)}
+    hivision |= {(358, 441), (600, 600)}
+    assert hivision <= {(spec.width_px, spec.height_px) for spec in specs.values()}
+    assert (specs["jp-visa"].width_px, specs["jp-visa"].height_px) == (295, 413)
+    assert (specs["kr-visa"].width_px, specs["kr-visa"].height_px) == (413, 531)
+    assert "电子驾驶证" in specs["cn-driving-licence"].aliases
+    marriage = specs["cn-marriage"]
+    assert (marriage.width_px, marriage.height_px, marriage.faces, marriage.background) == (626, 413, 2, "red")
+    assert all(spec.faces == 1 for slug, spec in specs.items() if slug != "cn-marriage")
