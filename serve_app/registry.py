@@ -98,8 +98,10 @@ JOB_ENTRIES: tuple[JobEntry, ...] = (
         params_model=IdPhotoParams,
         title=("ID photo", "证件照"),
         description="An ID photo to a standard (`spec`) or a custom size, with a compliance report. `return=json` "
-        "adds the report and the print sheet (`layout`); `strict=true` refuses a non-compliant result with 422 and "
-        "the reasons. The image response carries `X-Portrait-Compliance: pass|fail`.",
+        "adds the report, the print sheet (`layout`) and the HD copy (`hd`); touch-ups of the person (`*_strength`), "
+        "`horizontal_flip`, a watermark (`watermark_*`) and a studio backdrop (`background_image`) as in "
+        "HivisionIDPhotos; `strict=true` refuses a non-compliant result with 422 and the reasons. The image response "
+        "carries `X-Portrait-Compliance: pass|fail`.",
         result_media_types={"image/jpeg": "jpg", "image/png": "png"},
         prompt_hint="an ID/passport/visa photo to a standard size and background (证件照, 一寸, 蓝底)",
         example_words="证件照, 一寸, 蓝底, US passport",
