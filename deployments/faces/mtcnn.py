@@ -31,6 +31,8 @@ logger = logging.getLogger(__name__)
 
 PNET_WINDOW_PX = 12  # P-Net sees 12x12 windows with a stride of 2 px
 PNET_STRIDE_PX = 2
+CROPS_PER_BATCH = 1024  # R-Net / O-Net crops per forward pass (memory bound)
+PNET_STRIP_INPUT_PX = 1_000_000  # input pixels per P-Net strip (~40 MiB of first-layer activations)
 RNET_INPUT_PX = 24
 ONET_INPUT_PX = 48
 WEIGHT_FILES = {"pnet": "pnet.pt", "rnet": "rnet.pt", "onet": "onet.pt"}
@@ -199,18 +201,14 @@ class Mtcnn:
         for scale in params.scales(width, height):
             size = (max(PNET_WINDOW_PX, math.ceil(width * scale)), max(PNET_WINDOW_PX, math.ceil(height * scale)))
             level = cv2.resize(image_rgb, size, interpolation=cv2.INTER_AREA)
-            probs, offsets = self.pnet(_to_tensor(level[None]).contiguous(memory_format=torch.channels_last))
-            probs, offsets = probs[0].numpy(), offsets[0].numpy()
-            ys, xs = np.nonzero(probs >= params.thresholds[0])
+            ys, xs, scores, offsets = self._pnet_strips(level, params.thresholds[0])
             if not len(ys):
                 continue
             sx, sy = size[0] / width, size[1] / height
             window = np.stack([xs * PNET_STRIDE_PX, ys * PNET_STRIDE_PX], axis=1).astype(np.float64)
             boxes = np.concatenate([window / (sx, sy), (window + PNET_WINDOW_PX) / (sx, sy)], axis=1)
-            scores = probs[ys, xs]
             keep = non_max_suppression(boxes, scores, 0.5)
-            boxes = _regress(boxes[keep], offsets[:, ys[keep], xs[keep]].T)
-            all_boxes.append(boxes)
+            all_boxes.append(_regress(boxes[keep], offsets[keep]))
             all_scores.append(scores[keep])
         if not all_boxes:
             return np.zeros((0, 4)), np.zeros(0)
@@ -218,17 +216,37 @@ class Mtcnn:
         keep = non_max_suppression(boxes, scores, 0.7)
         return _square(boxes[keep]), scores[keep]
 
+    def _pnet_strips(self, level: np.ndarray, threshold: float) -> tuple[np.ndarray, ...]:
+        """P-Net on one pyramid level in strips of output rows, so its float activations stay within
+        ``PNET_STRIP_INPUT_PX`` input pixels whatever the photo (a whole 50 MP level held 1.6 GiB of them).
+
+        Output row ``i`` sees input rows ``[2i, 2i + 12)``: a strip of output rows ``[a, b)`` reads input rows
+        ``[2a, 2b + 10)``, and the last strip reads to the bottom edge, so every window (the ceil-mode pooled edge
+        row included) sees exactly what it sees on the whole level. Returns the windows over ``threshold``: rows,
+        columns, scores and box offsets ``(K, 4)``."""
+        height, width = level.shape[:2]
+        out_rows = max(1, (height - PNET_WINDOW_PX) // PNET_STRIDE_PX + 1)
+        strip_rows = max(1, PNET_STRIP_INPUT_PX // (PNET_STRIDE_PX * width))
+        found: list[tuple[np.ndarray, ...]] = []
+        for first in range(0, out_rows, strip_rows):
+            last = first + strip_rows
+            bottom = height if last >= out_rows else PNET_STRIDE_PX * last + PNET_WINDOW_PX - PNET_STRIDE_PX
+            strip = _to_tensor(level[None, PNET_STRIDE_PX * first : bottom])
+            probs, offsets = self.pnet(strip.contiguous(memory_format=torch.channels_last))
+            probs, offsets = probs[0].numpy(), offsets[0].numpy()
+            ys, xs = np.nonzero(probs >= threshold)
+            found.append((ys + first, xs, probs[ys, xs], offsets[:, ys, xs].T))
+        return tuple(np.concatenate(parts) for parts in zip(*found))
+
     def _refine(self, image_rgb: np.ndarray, boxes: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
-        probs, offsets = self.rnet(_to_tensor(_crops(image_rgb, boxes, RNET_INPUT_PX)))
-        probs, offsets = probs.numpy(), offsets.numpy()
+        probs, offsets = _in_batches(self.rnet, image_rgb, boxes, RNET_INPUT_PX)
         passed = probs >= threshold
         boxes, probs, offsets = _integer_boxes(boxes)[passed], probs[passed], offsets[passed]
         keep = non_max_suppression(boxes, probs, 0.7)
         return _square(_regress(boxes[keep], offsets[keep])), probs[keep]
 
     def _output(self, image_rgb: np.ndarray, boxes: np.ndarray, threshold: float) -> list[Detection]:
-        probs, offsets, points = self.onet(_to_tensor(_crops(image_rgb, boxes, ONET_INPUT_PX)))
-        probs, offsets, points = probs.numpy(), offsets.numpy(), points.numpy()
+        probs, offsets, points = _in_batches(self.onet, image_rgb, boxes, ONET_INPUT_PX)
         passed = probs >= threshold
         boxes, probs, offsets, points = _integer_boxes(boxes)[passed], probs[passed], offsets[passed], points[passed]
         sides = (boxes[:, 2:] - boxes[:, :2])[:, None, :]
@@ -250,6 +268,16 @@ def as_blazeface_box(detection: Detection) -> Detection:
     cx, cy = (x0 + x1) / 2, (y0 + y1) / 2 + BLAZEFACE_CENTRE_DROP_PER_HEIGHT * height
     box = np.array([cx - side / 2, cy - side / 2, cx + side / 2, cy + side / 2], np.float32)
     return Detection(box, detection.score, detection.keypoints)
+
+
+def _in_batches(net: nn.Module, image_rgb: np.ndarray, boxes: np.ndarray, size_px: int) -> tuple[np.ndarray, ...]:
+    """``net`` on the crops of ``boxes``, ``CROPS_PER_BATCH`` at a time (a busy 50 MP photo has 10^5 candidates),
+    its outputs joined as arrays."""
+    outputs = [
+        net(_to_tensor(_crops(image_rgb, boxes[start : start + CROPS_PER_BATCH], size_px)))
+        for start in range(0, len(boxes), CROPS_PER_BATCH)
+    ]
+    return tuple(torch.cat(parts).numpy() for parts in zip(*outputs))
 
 
 def _to_tensor(batch_rgb: np.ndarray) -> torch.Tensor:
