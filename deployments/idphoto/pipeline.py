@@ -254,7 +254,9 @@ def judge_photo(
         reasons=tuple(reasons),
         notes=tuple(
             _notes(framing, params)
-            + look_notes(params.touchups(), flipped=params.horizontal_flip, watermark_note=watermark_note)
+            + look_notes(
+                params.touchups(), flipped=params.horizontal_flip, watermark_note=watermark_note, lang=params.lang
+            )
         ),
         encoding=encoded.to_json(),
         reason_codes=tuple(codes),

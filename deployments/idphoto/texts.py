@@ -77,10 +77,8 @@ TEXTS: dict[str, dict[Lang, str]] = {
         "en": "white balance and lighting evened out (lighting=full)",
         "zh": "已进行白平衡和光照均衡（lighting=full）",
     },
-    "note_removed_clutter": {
-        "en": "regions not connected to the person were made background",
-        "zh": "与人物不相连的区域已设为背景",
-    },
+    "note_touched_up": {"en": "touched up (person only): {sliders}", "zh": "已美颜（仅人物）：{sliders}"},
+    "note_mirrored": {"en": "mirrored (horizontal_flip)", "zh": "已水平翻转（horizontal_flip）"},
 }
 
 LABELS: dict[str, dict[Lang, str]] = {

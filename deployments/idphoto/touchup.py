@@ -23,6 +23,7 @@ import cv2
 import numpy as np
 
 from deployments.idphoto.geometry import Framing
+from deployments.idphoto.texts import Lang, say
 
 WHITENING_PASS = 10.0
 # The lightening curve log(1 + (b - 1) x) / log(b): 0 and 1 fixed, mid-grey 0.5 -> 0.61.
@@ -50,14 +51,14 @@ class Touchups:
         return {name: value for name, value in dataclasses.asdict(self).items() if value != 0}
 
 
-def look_notes(touchups: Touchups, *, flipped: bool, watermark_note: str | None) -> list[str]:
-    """What the caller changed about the look, for the report's notes."""
+def look_notes(touchups: Touchups, *, flipped: bool, watermark_note: str | None, lang: Lang = "en") -> list[str]:
+    """What the caller changed about the look, for the report's notes (in ``lang``)."""
     notes = []
     sliders = touchups.active()
     if sliders:
-        notes.append("touched up (person only): " + ", ".join(f"{k}={v:g}" for k, v in sliders.items()))
+        notes.append(say(lang, "note_touched_up", sliders=", ".join(f"{k}={v:g}" for k, v in sliders.items())))
     if flipped:
-        notes.append("mirrored (horizontal_flip)")
+        notes.append(say(lang, "note_mirrored"))
     if watermark_note is not None:
         notes.append(watermark_note)
     return notes

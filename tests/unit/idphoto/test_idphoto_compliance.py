@@ -206,10 +206,14 @@ def test_the_marriage_photo_frames_both_people_on_red_and_needs_two_faces():
 
 def test_the_report_speaks_chinese_when_asked(portrait):
     cut_top = cut(portrait, top=int(portrait.crown_y) + 30)
-    _, outcome, _ = make(cut_top, lang="zh-CN")
+    _, outcome, _ = make(cut_top, lang="zh-CN", brightness_strength=10, horizontal_flip=True)
     report = outcome.report.to_json()
     assert report["lang"] == "zh"
     reason = report["reasons"][report["reason_codes"].index("head_cropped_in_source")]
     assert reason.startswith("原照片在上边缘截断了头部"), reason
     assert report["advice"][0].startswith("请离远一些重拍"), report["advice"]
+    assert (
+        "已美颜（仅人物）：brightness_strength=10" in report["notes"]
+        and "已水平翻转（horizontal_flip）" in report["notes"]
+    )
     assert all(any("\u4e00" <= ch <= "\u9fff" for ch in text) for text in report["reasons"] + report["notes"])
