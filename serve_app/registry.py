@@ -39,6 +39,12 @@ Fields of an entry:
 ``deployments``
     the Serve deployments the job calls (each Serve YAML configures every one; the restorers, one per manifest
     entry of ``task: face_restoration``, come from the manifest).
+``step_of``
+    set on one step of a whole job (``idphoto-matte`` is a step of ``idphoto``): named ``<step_of>-<step>``, routed at
+    ``POST /v1/<step_of>/<step>``, its orchestration ``STEPS[<step>]`` of ``serve_app/jobs/<step_of>_steps.py``
+    (``parse`` and ``run`` as above). A step is a job everywhere else (async jobs, bucket routes, OpenAI model ids,
+    the instruction engine), but the web page offers whole jobs only, the rules pick a step only when the prompt
+    names it (``只抠图``), and a key allowed the whole job may run its steps.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from deployments.colorize.params import ColorizeParams
 from deployments.common.errors import InternalError, InvalidParameter
 from deployments.common.params import JobParams
 from deployments.idphoto.params import IdPhotoParams
+from deployments.idphoto.step_params import STEP_PARAMS
 from deployments.restore.params import RestoreParams
 
 
@@ -68,15 +75,101 @@ class JobEntry:
     example_words: str
     deployments: tuple[str, ...]
     frames: bool = False
+    step_of: str | None = None
+
+    @property
+    def step(self) -> str | None:
+        """The step's own name (``matte`` of ``idphoto-matte``); None for a whole job."""
+        return None if self.step_of is None else self.name.removeprefix(f"{self.step_of}-")
 
     @property
     def route(self) -> str:
-        return f"/v1/{self.name}"
+        return f"/v1/{self.name}" if self.step_of is None else f"/v1/{self.step_of}/{self.step}"
+
+    @property
+    def module(self) -> str:
+        """The orchestration module: ``serve_app.jobs.<name>``, or ``<step_of>_steps`` for a step."""
+        return f"serve_app.jobs.{self.name if self.step_of is None else f'{self.step_of}_steps'}"
 
     @property
     def photo_media_types(self) -> tuple[str, ...]:
         """What the synchronous route answers (a video result comes only from a job or a bucket route)."""
         return tuple(media_type for media_type in self.result_media_types if not media_type.startswith("video/"))
+
+
+def _idphoto_step(step: str, title: tuple[str, str], description: str, media_types: Mapping[str, str], **words):
+    return JobEntry(
+        name=f"idphoto-{step}",
+        params_model=STEP_PARAMS[step],
+        title=title,
+        description=f"ID photo step by step: {description} `return=json` adds the metadata.",
+        result_media_types=media_types,
+        step_of="idphoto",
+        **words,
+    )
+
+
+def _idphoto_steps() -> tuple[JobEntry, ...]:
+    """``POST /v1/idphoto/<step>``: each on the output of the one before (matte → crop → background → watermark →
+    layout or filesize), so a front-end mattes once and previews colours, sizes and sheets."""
+    photo = {"image/jpeg": "jpg", "image/png": "png"}
+    return (
+        _idphoto_step(
+            "matte",
+            ("ID photo: cut-out", "证件照：抠图"),
+            "the person cut out of the whole photo, a transparent PNG of the photo's size (`matting` picks the model).",
+            {"image/png": "png"},
+            prompt_hint="only cut the person out of a photo: a transparent PNG, no ID-photo framing (只抠图, 抠出人像)",
+            example_words="只抠图, cut out the person",
+            deployments=("PortraitMatter",),
+        ),
+        _idphoto_step(
+            "crop",
+            ("ID photo: crop", "证件照：裁剪"),
+            "a transparent cut-out (from the matte step) framed to a standard (`spec`) or a custom size, with the "
+            "touch-ups; `return=json` adds the compliance report and, with `hd`, the HD copy (`hd_b64`).",
+            {"image/png": "png"},
+            prompt_hint="frame an already cut-out transparent PNG to an ID-photo size (只裁剪抠好的图)",
+            example_words="只裁剪, crop the cut-out",
+            deployments=("FaceAnalyzer",),
+        ),
+        _idphoto_step(
+            "background",
+            ("ID photo: background", "证件照：换底色"),
+            "a colour (`background`, `render`) behind a transparent photo; `min_kb`/`max_kb` for a JPEG.",
+            photo,
+            prompt_hint="put a background colour behind an already cut-out transparent photo (只换底色)",
+            example_words="只换底色, change the background colour",
+            deployments=(),
+        ),
+        _idphoto_step(
+            "watermark",
+            ("ID photo: watermark", "证件照：水印"),
+            "a tiled text watermark (`watermark_text`, `watermark_size`...) over a photo.",
+            photo,
+            prompt_hint="add a tiled text watermark to a finished photo (加水印)",
+            example_words="加水印, add a watermark",
+            deployments=(),
+        ),
+        _idphoto_step(
+            "layout",
+            ("ID photo: print sheet", "证件照：排版"),
+            "copies of a finished photo at its physical size (its DPI, or `dpi`) on the sheet `layout` names.",
+            photo,
+            prompt_hint="lay a finished ID photo out on a print sheet (只排版)",
+            example_words="只排版, lay out this photo",
+            deployments=(),
+        ),
+        _idphoto_step(
+            "filesize",
+            ("ID photo: file size", "证件照：改大小"),
+            "a finished photo as a JPEG inside [`min_kb`, `max_kb`] (quality searched, never padded).",
+            {"image/jpeg": "jpg"},
+            prompt_hint="re-encode a finished photo to a file size in KB (只压缩, 只改文件大小)",
+            example_words="只压缩, compress only",
+            deployments=(),
+        ),
+    )
 
 
 JOB_ENTRIES: tuple[JobEntry, ...] = (
@@ -132,9 +225,11 @@ JOB_ENTRIES: tuple[JobEntry, ...] = (
         example_words="上色, 黑白照片上色, colorize",
         deployments=("Colorizer",),
     ),
+    *_idphoto_steps(),
 )
 
 JOB_NAMES: tuple[str, ...] = tuple(entry.name for entry in JOB_ENTRIES)
+WHOLE_JOBS: tuple[str, ...] = tuple(entry.name for entry in JOB_ENTRIES if entry.step_of is None)  # the page's
 JobName = Literal[JOB_NAMES]  # the wire's job names
 _ENTRIES = {entry.name: entry for entry in JOB_ENTRIES}
 

@@ -32,10 +32,11 @@ def acting_as(key: ApiKey | None) -> Iterator[None]:
         _CALLER.reset(token)
 
 
-def require_task(task: str) -> None:
-    """403 ``forbidden`` when the caller's key is limited to other tasks."""
+def require_task(task: str, whole_job: str | None = None) -> None:
+    """403 ``forbidden`` when the caller's key is limited to other tasks (a key allowed ``whole_job``, the job
+    ``task`` is a step of, may run the step)."""
     key = _CALLER.get()
-    if key is not None and not key.may_run(task):
+    if key is not None and not key.may_run(task) and not (whole_job is not None and key.may_run(whole_job)):
         raise Forbidden(
             f"key {key.id!r} may not run {task!r}",
             details={"task": task, "allowed_tasks": sorted(key.tasks or ())},

@@ -93,11 +93,14 @@ class LlmInterpreter:
             f"{slug} = {spec.name} / {spec.name_en}" + (f" ({', '.join(spec.aliases)})" if spec.aliases else "")
             for slug, spec in self._context.id_specs.items()
         )
+        steps = [entry.name for entry in JOB_ENTRIES if entry.step_of is not None]
         lines = [
             "You turn a user's request about a portrait photo into one job for an image service. Answer with one JSON "
             'object only, following the schema: {"task": job, "params": {...}}, or {"task": "unclear", '
             '"reason": "..."} when the request names no job or several. Never guess a job.',
             "Jobs: " + "; ".join(f"{entry.name} = {entry.prompt_hint}" for entry in JOB_ENTRIES) + ".",
+            f"Choose a step ({', '.join(steps)}) only when the request names that step alone; a request for the "
+            "whole result (an ID photo in blue, one inch...) is the whole job, even with options a step also takes.",
             "Put in params only the options the user asked for; leave everything else out.",
             f"ID-photo presets (idphoto spec): {specs}.",
             f"Cartoon styles: {', '.join(self._context.cartoon_styles)}.",

@@ -5,7 +5,9 @@ A prompt is read in three steps. (1) Every phrase of the :class:`Vocabulary` and
 factors, file-size limits, sizes, DPI, hex colours, "<option> <number>") proposes what it matched; where proposals
 overlap the longest wins (小一寸 over 一寸, "6寸相纸" the layout over nothing). (2) The job is the one job the
 proposals name (a job phrase, or an option only that job has: 蓝底 is an ID-photo option); none or several is a
-refusal, never a guess. (3) The options go through the job's own parameter model, so the answer is always valid.
+refusal, never a guess. An option of a whole job and of its steps (蓝底: ``idphoto`` and ``idphoto-background``)
+names the whole job; a step is chosen only when a phrase names it (只抠图, 加水印), and then it takes the job's place.
+(3) The options go through the job's own parameter model, so the answer is always valid.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ _SIZE_UNITS |= {"inches": 25.4, "英寸": 25.4}
 _EDGE_BEFORE = r"(?<![a-z0-9.])"  # numbers stand alone on their ASCII side; Chinese text around them is fine
 _EDGE_AFTER = r"(?![a-z0-9.])"
 _SMALLEST_PX = 100  # a size below this without a unit is millimetres: no ID photo is under 100 px
+_WHOLE_JOB = {entry.name: entry.step_of or entry.name for entry in JOB_ENTRIES}  # a step's whole job; a job's itself
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,14 @@ class Finding:
     @property
     def names_job_only(self) -> bool:
         return bool(self.tasks) and not self.values
+
+    @property
+    def named_step(self) -> str | None:
+        """The step a phrase names (只抠图: ``idphoto-matte``), None for anything else."""
+        if not self.names_job_only or len(self.tasks) != 1:
+            return None
+        task = next(iter(self.tasks))
+        return task if _WHOLE_JOB[task] != task else None
 
 
 class RuleInterpreter:
@@ -123,11 +134,12 @@ def _owners(vocabulary: Vocabulary, values: Mapping[str, Any]) -> frozenset[str]
 
 
 def _choose(proposals: Iterable[Finding]) -> list[Finding]:
-    """Options before job names (an option names its job too: "US passport" in "US passport photo"), then the
-    longest, then the leftmost; a proposal overlapping one already chosen is dropped. In prompt order."""
+    """Options and step names before job names (an option names its job too: "US passport" in "US passport photo"),
+    then the longest (只抠图, a step, over 抠图, an option), then the leftmost; a proposal overlapping one already
+    chosen is dropped. In prompt order."""
     chosen: list[Finding] = []  # disjoint, in prompt order: only the nearest one starting before an end can overlap
     starts: list[int] = []
-    for finding in sorted(proposals, key=lambda f: (f.names_job_only, -f.length, f.start)):
+    for finding in sorted(proposals, key=lambda f: (f.names_job_only and not f.named_step, -f.length, f.start)):
         at = bisect.bisect_left(starts, finding.end)
         if at == 0 or chosen[at - 1].end <= finding.start:
             chosen.insert(at, finding)
@@ -136,33 +148,45 @@ def _choose(proposals: Iterable[Finding]) -> list[Finding]:
 
 
 def _decide_task(findings: list[Finding], hint: JobHint | None) -> str:
-    named: dict[str, list[str]] = {}
-    for finding in findings:
-        if len(finding.tasks) == 1:
-            named.setdefault(next(iter(finding.tasks)), []).append(finding.text)
-    if hint is not None:
-        task = hint.task
-    elif len(named) == 1:
-        task = next(iter(named))
-    elif not named:
-        raise InstructionUnclear(
-            "the prompt names no job; ask for one of: "
-            + "; ".join(f"{entry.title[0]} ({entry.example_words})" for entry in JOB_ENTRIES),
-            details={"understood": [finding.text for finding in findings]},
-        )
-    else:
-        listed = "; ".join(f"{name} ({', '.join(texts)})" for name, texts in named.items())
-        raise InstructionUnclear(
-            f"the prompt asks for several jobs: {listed}. One job per request: send them one at a time",
-            details={"tasks": named},
-        )
-    strays = [finding.text for finding in findings if finding.tasks and task not in finding.tasks]
+    task = hint.task if hint is not None else _named_task(findings)
+    whole_job = _WHOLE_JOB[task]
+    strays = [
+        finding.text
+        for finding in findings
+        if finding.tasks and task not in finding.tasks and finding.tasks != {whole_job}  # 证件照 in 证件照只抠图
+    ]
     if strays:
         raise InstructionUnclear(
             f"job {task} was chosen, but the prompt also asks for what it does not do: {', '.join(strays)}",
             details={"task": task, "not_for_this_job": strays},
         )
     return task
+
+
+def _named_task(findings: list[Finding]) -> str:
+    """The one whole job the findings name, or the one step of it a phrase names."""
+    named: dict[str, list[str]] = {}
+    steps: dict[str, list[str]] = {}
+    for finding in findings:
+        whole_jobs = {_WHOLE_JOB[task] for task in finding.tasks}
+        if len(whole_jobs) == 1:
+            named.setdefault(next(iter(whole_jobs)), []).append(finding.text)
+        if finding.named_step:
+            steps.setdefault(finding.named_step, []).append(finding.text)
+    if len(named) == 1 and len(steps) <= 1:
+        return next(iter(steps or named))
+    if not named:
+        raise InstructionUnclear(
+            "the prompt names no job; ask for one of: "
+            + "; ".join(f"{entry.title[0]} ({entry.example_words})" for entry in JOB_ENTRIES),
+            details={"understood": [finding.text for finding in findings]},
+        )
+    several = steps if len(named) == 1 else named
+    listed = "; ".join(f"{name} ({', '.join(texts)})" for name, texts in several.items())
+    raise InstructionUnclear(
+        f"the prompt asks for several jobs: {listed}. One job per request: send them one at a time",
+        details={"tasks": several},
+    )
 
 
 def _fields_for(task: str, findings: list[Finding], hint: JobHint | None) -> tuple[dict[str, Any], list[str]]:

@@ -1,9 +1,10 @@
 """Per-job orchestration (no Ray), run the same way by every trigger: HTTP routes, bucket events, the CLI.
 
-Each job registered in ``serve_app.registry`` has its module here, ``serve_app/jobs/<name>.py``, offering
-``parse(fields, context) -> params`` (options validated the same way wherever they come from: form fields, JSON,
-``x-amz-meta-portrait-params``, route defaults) and ``run(backend, data, params, context) -> JobResult``. ``JOBS``
-pairs each entry with its module's two functions, so the table below is derived, never edited.
+Each job registered in ``serve_app.registry`` has its module here, ``serve_app/jobs/<name>.py`` (a step of a whole
+job: ``STEPS[<step>]`` of ``serve_app/jobs/<whole job>_steps.py``), offering ``parse(fields, context) -> params``
+(options validated the same way wherever they come from: form fields, JSON, ``x-amz-meta-portrait-params``, route
+defaults) and ``run(backend, data, params, context) -> JobResult``. ``JOBS`` pairs each entry with its module's two
+functions, so the table below is derived, never edited.
 """
 
 from __future__ import annotations
@@ -23,7 +24,17 @@ from serve_app.jobs.results import JobResult
 from serve_app.jobs.video import VideoInput, run_video
 from serve_app.registry import JOB_ENTRIES, JobEntry, job_entry
 
-__all__ = ["JOBS", "JobContext", "JobKind", "Limits", "job_context", "job_kind", "parse_job_params", "run_job"]
+__all__ = [
+    "JOBS",
+    "JobContext",
+    "JobKind",
+    "Limits",
+    "job_context",
+    "job_kind",
+    "parse_job_params",
+    "require_job",
+    "run_job",
+]
 
 
 @dataclass(frozen=True)
@@ -34,8 +45,9 @@ class JobKind:
 
 
 def _job_kind_of(entry: JobEntry) -> JobKind:
-    module = importlib.import_module(f"serve_app.jobs.{entry.name}")
-    return JobKind(entry=entry, parse=module.parse, run=module.run)
+    module = importlib.import_module(entry.module)
+    functions = module if entry.step is None else module.STEPS[entry.step]
+    return JobKind(entry=entry, parse=functions.parse, run=functions.run)
 
 
 JOBS: dict[str, JobKind] = {entry.name: _job_kind_of(entry) for entry in JOB_ENTRIES}
@@ -43,6 +55,11 @@ JOBS: dict[str, JobKind] = {entry.name: _job_kind_of(entry) for entry in JOB_ENT
 
 def job_kind(task: str) -> JobKind:
     return JOBS[job_entry(task).name]
+
+
+def require_job(task: str) -> None:
+    """403 when the caller's key may not run ``task`` (a key allowed a whole job may run its steps)."""
+    require_task(task, job_entry(task).step_of)
 
 
 def parse_job_params(task: str, fields: Mapping[str, Any], context: JobContext) -> JobParams:
@@ -58,7 +75,7 @@ async def run_job(
 
     ``data``: the photo's bytes, or a ``VideoInput`` from the asynchronous paths (jobs, bucket routes); video bytes
     here come from a synchronous route and are refused (415 ``video_needs_job``)."""
-    require_task(task)
+    require_job(task)
     kind = job_kind(task)
     size_in = data.path.stat().st_size if isinstance(data, VideoInput) else len(data)
     try:

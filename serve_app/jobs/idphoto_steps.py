@@ -1,10 +1,10 @@
-"""The ID photo one step at a time (``POST /v1/idphoto/<step>``), each usable on the output of the one before:
-``matte`` (the person on nothing, a transparent PNG) → ``crop`` (a cut-out framed to a standard) → ``background``
-(a colour behind it) → ``watermark`` → ``layout`` (a print sheet) or ``filesize`` (a JPEG inside [min_kb, max_kb]).
-A front-end mattes once and previews colours, sizes and sheets without matting again.
+"""The ID photo one step at a time (the registry's ``idphoto-<step>`` jobs, ``POST /v1/idphoto/<step>``), each usable
+on the output of the one before: ``matte`` (the person on nothing, a transparent PNG) → ``crop`` (a cut-out framed to
+a standard) → ``background`` (a colour behind it) → ``watermark`` → ``layout`` (a print sheet) or ``filesize`` (a JPEG
+inside [min_kb, max_kb]). A front-end mattes once and previews colours, sizes and sheets without matting again.
 
-Every step validates its options with :class:`IdPhotoParams` (one validation place, the same names and ranges as
-``/v1/idphoto``) and accepts only the fields that mean something to it: another one is a 422 naming what it takes.
+Each step takes its own options (``deployments/idphoto/step_params.py``: another one is a 422 naming what it takes),
+validated by :class:`IdPhotoParams` (one validation place, the same names and ranges as ``/v1/idphoto``).
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ import numpy as np
 from deployments.common.admission import PHOTO_STAGE_INPUT
 from deployments.common.errors import InvalidParameter
 from deployments.common.image import DecodedImage, encode_image
+from deployments.common.params import JobParams
 from deployments.idphoto.output import encode_photo, encode_sheet, plan_sheet, render_sheet
 from deployments.idphoto.params import TRANSPARENT, IdPhotoParams, hex_to_rgb, parse_params
 from deployments.idphoto.pipeline import make_id_photo
+from deployments.idphoto.step_params import STEP_PARAMS
 from deployments.idphoto.steps import cut_out, matte_of_cut_out, on_white, put_background
 from deployments.idphoto.watermark import draw_watermark
 from serve_app.backend import Backend
@@ -31,18 +33,6 @@ from serve_app.jobs.deadline import run_stage
 from serve_app.jobs.results import JobResult, build_meta, engine_summary
 
 DEFAULT_DPI = 300.0
-_SIZE = {"spec", "width_px", "height_px", "width_mm", "height_mm", "dpi"}
-_LOOKS = {
-    "whitening_strength",
-    "brightness_strength",
-    "contrast_strength",
-    "saturation_strength",
-    "sharpen_strength",
-    "horizontal_flip",
-}
-_ENCODING = {"format", "min_kb", "max_kb"}
-_WATERMARK = {f"watermark_{name}" for name in ("text", "size", "opacity", "angle", "color", "space")}
-_SHEET = {"layout", "canvas_width_mm", "canvas_height_mm", "canvas_dpi", "gap_mm", "cut_lines", "format", "dpi"}
 
 
 @dataclass(frozen=True)
@@ -59,52 +49,56 @@ StepRun = Callable[[Backend, DecodedImage, IdPhotoParams, JobContext], Awaitable
 
 @dataclass(frozen=True)
 class Step:
+    """One step: its options (``STEP_PARAMS[name]``) and what it does; ``parse`` and ``run`` are its job's."""
+
     name: str
-    fields: frozenset[str]
-    run: StepRun
+    work: StepRun
     needs_alpha: bool = False
     matting: bool = False  # runs the matter (its engine is reported)
 
     @property
-    def route(self) -> str:
-        return f"/v1/idphoto/{self.name}"
+    def params_model(self) -> type[JobParams]:
+        return STEP_PARAMS[self.name]
 
+    def parse(self, fields: Mapping[str, Any], context: JobContext) -> JobParams:
+        """The step's options: a field the step does not read is refused, named; the values checked by
+        :class:`IdPhotoParams` (presets, colours, consistency)."""
+        accepted = set(self.params_model.model_fields) - {"return_"}
+        extra = sorted(set(fields) - accepted - {"return"})
+        if extra:
+            raise InvalidParameter(
+                f"{', '.join(extra)}: not an option of the {self.name} step; it takes {', '.join(sorted(accepted))}",
+                details={"step": self.name, "accepted": sorted(accepted)},
+            )
+        checked = parse_params(fields, context.id_specs)
+        return self.params_model.model_validate(checked.model_dump(by_alias=True, exclude_unset=True))
 
-def parse_step(step: Step, fields: Mapping[str, Any], context: JobContext) -> IdPhotoParams:
-    """The step's options as :class:`IdPhotoParams`; a field the step does not read is refused, named."""
-    extra = sorted(set(fields) - step.fields - {"return"})
-    if extra:
-        raise InvalidParameter(
-            f"{', '.join(extra)}: not an option of the {step.name} step; it takes {', '.join(sorted(step.fields))}",
-            details={"step": step.name, "accepted": sorted(step.fields)},
+    async def run(self, backend: Backend, data: bytes, params: JobParams, context: JobContext) -> JobResult:
+        timings = Timings()
+        full = parse_params(params.model_dump(by_alias=True, exclude_unset=True), context.id_specs)
+        with timings.stage("decode"):
+            source = await decode_upload(data, context.limits, PHOTO_STAGE_INPUT)
+        if self.needs_alpha and source.alpha is None:
+            raise InvalidParameter(f"the {self.name} step needs a transparent image (the output of /v1/idphoto/matte)")
+        with timings.stage(self.name):
+            result = await self.work(backend, source, full, context)
+        engines = [backend.matte_engine(full.matting)] if self.matting else []
+        engine, weights = engine_summary(engines, fallback="none")
+        meta = build_meta(
+            f"idphoto-{self.name}",
+            params,
+            engine,
+            weights,
+            faces=result.faces,
+            size_wh=result.size_wh,
+            media_type=result.media_type,
+            body=result.body,
+            timings_ms=timings.ms,
+            report=(result.attachments or {}).get("report"),
         )
-    return parse_params(fields, context.id_specs)
-
-
-async def run_step(backend: Backend, step: Step, data: bytes, params: IdPhotoParams, context: JobContext) -> JobResult:
-    timings = Timings()
-    with timings.stage("decode"):
-        source = await decode_upload(data, context.limits, PHOTO_STAGE_INPUT)
-    if step.needs_alpha and source.alpha is None:
-        raise InvalidParameter(f"the {step.name} step needs a transparent image (the output of /v1/idphoto/matte)")
-    with timings.stage(step.name):
-        result = await step.run(backend, source, params, context)
-    engine, weights = engine_summary([backend.matte_engine(params.matting)] if step.matting else [], fallback="none")
-    meta = build_meta(
-        "idphoto",
-        params,
-        engine,
-        weights,
-        faces=result.faces,
-        size_wh=result.size_wh,
-        media_type=result.media_type,
-        body=result.body,
-        timings_ms=timings.ms,
-        report=(result.attachments or {}).get("report"),
-    )
-    return JobResult(
-        result.body, result.media_type, meta, attachments={"step": step.name, **(result.attachments or {})}
-    )
+        return JobResult(
+            result.body, result.media_type, meta, attachments={"step": self.name, **(result.attachments or {})}
+        )
 
 
 def _dpi(source: DecodedImage) -> float:
@@ -199,16 +193,11 @@ async def _encoded(rgb: np.ndarray, dpi: float, params: IdPhotoParams) -> StepRe
 STEPS: dict[str, Step] = {
     step.name: step
     for step in (
-        Step("matte", frozenset({"matting"}), _matte, matting=True),
-        Step(
-            "crop",
-            frozenset(_SIZE | _LOOKS | {"head_ratio", "top_ratio", "align", "lighting", "hd", "strict"}),
-            _crop,
-            needs_alpha=True,
-        ),
-        Step("background", frozenset({"background", "render", "spec"} | _ENCODING), _background, needs_alpha=True),
-        Step("watermark", frozenset(_WATERMARK | _ENCODING), _watermark),
-        Step("layout", frozenset(_SHEET), _layout),
-        Step("filesize", frozenset(_ENCODING - {"format"}), _filesize),
+        Step("matte", _matte, matting=True),
+        Step("crop", _crop, needs_alpha=True),
+        Step("background", _background, needs_alpha=True),
+        Step("watermark", _watermark),
+        Step("layout", _layout),
+        Step("filesize", _filesize),
     )
 }

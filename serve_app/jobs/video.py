@@ -63,7 +63,7 @@ async def run_video(
             f"{settings.limits.max_output_bytes}",
             details={"limit": "max_output_bytes", "value": estimate, "max": settings.limits.max_output_bytes},
         )
-    module = importlib.import_module(f"serve_app.jobs.{entry.name}")
+    module = importlib.import_module(entry.module)
     process_frame = await module.frame_processor(backend, params, context)
     with tempfile.TemporaryDirectory(prefix="portrait-video-") as folder:
         out_path = Path(folder) / "result.mp4"

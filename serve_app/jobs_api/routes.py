@@ -12,8 +12,8 @@ from fastapi.responses import JSONResponse, Response
 
 from deployments.common.errors import ServiceError
 from serve_app.app_state import settings_of
-from serve_app.auth import caller_id, current_key, require_task
-from serve_app.jobs import job_context, parse_job_params
+from serve_app.auth import caller_id, current_key
+from serve_app.jobs import job_context, parse_job_params, require_job
 from serve_app.jobs.results import JobResult
 from serve_app.jobs.video import check_media
 from serve_app.jobs_api.callbacks import CallbackRefused, resolve_target
@@ -44,7 +44,7 @@ async def submit_job(request: Request) -> JSONResponse:
     (a bad option is a 422 now, not a failed job). The same ``idempotency_key`` again: 200 with the same job."""
     service, settings = _jobs(request), settings_of(request)
     job = await read_submission(request, service.config, settings)
-    require_task(job.task)
+    require_job(job.task)
     context = job_context(settings)
     parse_job_params(job.task, job.fields, context)
     await asyncio.to_thread(check_media, job.task, job.data, context)  # 413/415 now, not a failed job

@@ -13,7 +13,6 @@ from serve_app.openai_api import router as plain_language_routes
 from serve_app.routes.catalog import router as catalog_routes
 from serve_app.routes.health import router as health_routes
 from serve_app.routes.hivision import router as hivision_routes
-from serve_app.routes.idphoto_steps import router as idphoto_step_routes
 from serve_app.routes.jobs import router as job_routes
 from serve_app.webpage import install_web_page
 
@@ -35,6 +34,5 @@ def create_api() -> FastAPI:
     api.include_router(job_routes)
     api.include_router(usage_routes)
     api.include_router(async_job_routes)  # /v1/jobs: needs app.state.jobs
-    api.include_router(idphoto_step_routes)  # /v1/idphoto/<step>: matte, crop, background, watermark, layout, ...
     api.include_router(hivision_routes)  # HivisionIDPhotos' API at its paths (/idphoto, /human_matting, ...)
     return api

@@ -85,7 +85,7 @@ def _job_route(task: str):
     return run_task
 
 
-for _entry in JOB_ENTRIES:  # one route per registered job: POST /v1/<name>
+for _entry in JOB_ENTRIES:  # one route per registered job: POST /v1/<name> (a step: /v1/<whole job>/<step>)
     router.add_api_route(
         _entry.route,
         _job_route(_entry.name),
@@ -102,7 +102,7 @@ for _entry in JOB_ENTRIES:  # one route per registered job: POST /v1/<name>
             **_ERRORS,
         },
         openapi_extra=_image_body(_entry.params_model),
-        tags=["jobs"],
+        tags=["jobs" if _entry.step_of is None else f"{_entry.step_of} steps"],
     )
 
 

@@ -22,7 +22,7 @@ from serve_app.instructions import InstructionUnclear, LlmInterpreter, LlmOption
 from serve_app.instructions.vocabulary import build_vocabulary, enum_values, load_lexicon
 from serve_app.jobs import JOBS, job_context
 from serve_app.openai_api import openai_model_list
-from serve_app.registry import JOB_ENTRIES, JOB_NAMES, result_extension
+from serve_app.registry import JOB_ENTRIES, JOB_NAMES, WHOLE_JOBS, result_extension
 from serve_app.routes import create_api
 from serve_app.schemas import ResultMeta
 from serve_app.settings import Settings
@@ -48,13 +48,19 @@ def test_every_entry_has_its_orchestration_module():
     assert list(JOBS) == list(JOB_NAMES)
     for entry in JOB_ENTRIES:
         kind = JOBS[entry.name]
-        assert kind.parse.__module__ == kind.run.__module__ == f"serve_app.jobs.{entry.name}"
+        assert kind.parse.__module__ == kind.run.__module__ == entry.module
+        assert (
+            entry.module == f"serve_app.jobs.{entry.step_of}_steps" if entry.step_of else f"serve_app.jobs.{entry.name}"
+        )
 
 
 def test_every_output_format_a_job_accepts_is_one_of_its_result_media_types():
     for entry in JOB_ENTRIES:
         formats = {value for value in enum_values(entry.params_model, "format") if value != "auto"}
-        assert {MEDIA_TYPES[fmt] for fmt in formats} == set(entry.photo_media_types), entry.name
+        if formats:
+            assert {MEDIA_TYPES[fmt] for fmt in formats} == set(entry.photo_media_types), entry.name
+        else:  # a step without a format option answers one media type
+            assert entry.step_of and len(entry.photo_media_types) == 1, entry.name
         assert set(entry.result_media_types) - set(entry.photo_media_types) == (
             {"video/mp4"} if entry.frames else set()
         )
@@ -94,12 +100,24 @@ def test_the_prompts_name_every_job():
     assert all(entry.example_words in str(refused.value) for entry in JOB_ENTRIES)
 
 
-def test_the_web_page_offers_every_job_at_its_route():
+def test_the_web_page_offers_every_whole_job_at_its_route():
+    """The steps of a job (``step_of``) are API-only: the page runs whole jobs."""
     common = (WEB / "common.js").read_text(encoding="utf-8")
     routes = re.search(r"const ROUTES = (\{.*?\});", common, re.DOTALL).group(1)
-    assert json.loads(re.sub(r"(\w+):", r'"\1":', routes)) == {entry.name: entry.route for entry in JOB_ENTRIES}
-    radios = re.findall(r'<input type="radio" name="job" value="([a-z_]+)"', (WEB / "index.html").read_text("utf-8"))
-    assert radios == list(JOB_NAMES)
+    whole = {entry.name: entry.route for entry in JOB_ENTRIES if entry.step_of is None}
+    assert json.loads(re.sub(r"(\w+):", r'"\1":', routes)) == whole
+    radios = re.findall(r'<input type="radio" name="job" value="([a-z_-]+)"', (WEB / "index.html").read_text("utf-8"))
+    assert radios == list(WHOLE_JOBS) and not {name for name in WHOLE_JOBS if name.startswith("idphoto-")}
+
+
+def test_every_step_is_routed_under_its_whole_job_and_named_after_it():
+    steps = [entry for entry in JOB_ENTRIES if entry.step_of is not None]
+    assert [entry.route for entry in steps] == [
+        f"/v1/idphoto/{step}" for step in ("matte", "crop", "background", "watermark", "layout", "filesize")
+    ]
+    for entry in steps:
+        assert entry.step_of in WHOLE_JOBS and entry.name == f"{entry.step_of}-{entry.step}"
+        assert set(entry.params_model.model_fields) <= set(JOBS[entry.step_of].entry.params_model.model_fields)
 
 
 def test_every_deployment_a_job_calls_is_built_and_so_in_every_serve_yaml(built_deployments):

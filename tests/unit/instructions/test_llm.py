@@ -48,7 +48,9 @@ def test_the_request_carries_the_prompt_and_a_schema_from_the_params_models(job_
     assert "cn-1inch = 一寸 / 1 inch" in body["messages"][0]["content"]
     schema = body["response_format"]["json_schema"]["schema"]
     branches = {branch["properties"]["task"]["const"]: branch for branch in schema["anyOf"]}
-    assert set(branches) == {*JOB_NAMES, "unclear"}
+    assert set(branches) == {*JOB_NAMES, "unclear"}  # the ID photo's steps too (idphoto-matte...)
+    assert set(branches["idphoto-matte"]["properties"]["params"]["properties"]) == {"matting"}
+    assert "Choose a step (idphoto-matte, idphoto-crop" in body["messages"][0]["content"]
     idphoto = branches["idphoto"]["properties"]["params"]["properties"]
     assert "cn-1inch" in idphoto["spec"]["enum"] and "us-passport" in idphoto["spec"]["enum"]
     assert "return" not in idphoto

@@ -18,7 +18,7 @@ from deployments.idphoto.params import NAMED_COLOURS, TRANSPARENT
 from deployments.restore.params import CODEFORMER_DEFAULT_FIDELITY
 from serve_app.instructions.vocabulary import enum_values
 from serve_app.jobs import job_context, parse_job_params
-from serve_app.registry import JOB_NAMES, job_entry
+from serve_app.registry import WHOLE_JOBS, job_entry
 from serve_app.routes import create_api
 from serve_app.settings import Settings
 from serve_app.webpage import WEB_DIR
@@ -183,7 +183,7 @@ def test_every_key_the_page_uses_is_in_both_tables(tables, page):
     assert used_in_script, "the scripts name no key"
     assert not (page.keys | used_in_script) - set(known)
     # Keys the scripts build from names: jobs, colours, restoration models.
-    assert {f"job.{task}" for task in JOB_NAMES} <= set(known)
+    assert {f"job.{task}" for task in WHOLE_JOBS} <= set(known)
     assert {f"colour.{name}" for name in [*NAMED_COLOURS, TRANSPARENT]} <= set(known)
 
 
@@ -200,7 +200,7 @@ def _fields(task: str) -> set[str]:
 
 
 def test_every_option_of_every_job_has_one_control(page):
-    for task in JOB_NAMES:
+    for task in WHOLE_JOBS:
         params = [control.param for control in page.controls if control.job == task]
         assert len(params) == len(set(params)), task
         custom = CUSTOM_SIZE if task == "idphoto" else set()
@@ -223,7 +223,7 @@ def test_each_choice_offers_exactly_what_its_params_model_accepts(page):
 
 def test_a_fresh_form_sends_the_params_models_defaults(page):
     context = job_context(Settings())
-    for task in JOB_NAMES:
+    for task in WHOLE_JOBS:
         sent = {c.param: c.default() for c in page.controls if c.job == task and c.default() is not None}
         assert parse_job_params(task, sent, context) == parse_job_params(task, {}, context), task
     fidelity = next(control for control in page.controls if control.param == "fidelity")
