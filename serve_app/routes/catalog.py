@@ -17,8 +17,9 @@ router = APIRouter()
 
 @router.get("/v1/tasks", tags=["jobs"])
 async def list_tasks() -> dict:
-    """Every job (the registry): its synchronous route, its names in English and Chinese, and whether it takes a
-    video (``frames``: frame by frame through ``POST /v1/jobs`` or a bucket route, into ``video/mp4``)."""
+    """Every job (the registry): its synchronous route, its names in English and Chinese, whether it takes a
+    video (``frames``: frame by frame through ``POST /v1/jobs`` or a bucket route, into ``video/mp4``) and the whole
+    job it is a step of (``step_of``: ``idphoto-matte`` of ``idphoto``; null for a whole job)."""
     return {
         "tasks": [
             {
@@ -26,6 +27,7 @@ async def list_tasks() -> dict:
                 "route": entry.route,
                 "title": dict(zip(("en", "zh"), entry.title)),
                 "frames": entry.frames,
+                "step_of": entry.step_of,
             }
             for entry in JOB_ENTRIES
         ]

@@ -18,7 +18,7 @@ from deployments.idphoto.params import NAMED_COLOURS, TRANSPARENT
 from deployments.restore.params import CODEFORMER_DEFAULT_FIDELITY
 from serve_app.instructions.vocabulary import enum_values
 from serve_app.jobs import job_context, parse_job_params
-from serve_app.registry import WHOLE_JOBS, job_entry
+from serve_app.registry import JOB_NAMES, WHOLE_JOBS, job_entry
 from serve_app.routes import create_api
 from serve_app.settings import Settings
 from serve_app.webpage import WEB_DIR
@@ -234,16 +234,24 @@ def test_a_fresh_form_sends_the_params_models_defaults(page):
 
 
 def test_the_task_list_tells_the_page_which_jobs_take_a_video(client):
-    """``GET /v1/tasks``: the page sends a video only to a job whose ``frames`` is true (through ``/v1/jobs``)."""
-    assert client.get("/v1/tasks").json() == {
-        "tasks": [
-            {
-                "name": "restore",
-                "route": "/v1/restore",
-                "title": {"en": "photo restoration", "zh": "照片修复"},
-                "frames": True,
-            },
-            {"name": "idphoto", "route": "/v1/idphoto", "title": {"en": "ID photo", "zh": "证件照"}, "frames": False},
-            {"name": "cartoon", "route": "/v1/cartoon", "title": {"en": "cartoon", "zh": "卡通"}, "frames": True},
-        ]
+    """``GET /v1/tasks``: the page sends a video only to a job whose ``frames`` is true (through ``/v1/jobs``), and
+    offers whole jobs only (``step_of`` null)."""
+    tasks = client.get("/v1/tasks").json()["tasks"]
+    assert [task["name"] for task in tasks] == list(JOB_NAMES)
+    by_name = {task["name"]: task for task in tasks}
+    assert by_name["restore"] == {
+        "name": "restore",
+        "route": "/v1/restore",
+        "title": {"en": "photo restoration", "zh": "照片修复"},
+        "frames": True,
+        "step_of": None,
     }
+    assert by_name["idphoto-matte"] == {
+        "name": "idphoto-matte",
+        "route": "/v1/idphoto/matte",
+        "title": {"en": "ID photo: cut-out", "zh": "证件照：抠图"},
+        "frames": False,
+        "step_of": "idphoto",
+    }
+    assert [task["name"] for task in tasks if task["frames"]] == ["restore", "cartoon"]
+    assert [task["name"] for task in tasks if task["step_of"] is None] == list(WHOLE_JOBS)
