@@ -4,8 +4,12 @@ two steps at once, is refused rather than guessed."""
 
 from __future__ import annotations
 
+import base64
+import io
+
 import pytest
 from fastapi.testclient import TestClient
+from PIL import Image
 
 from serve_app.instructions import InstructionUnclear, JobHint
 from serve_app.jobs import parse_job_params
@@ -75,3 +79,17 @@ def test_the_instructions_route_answers_a_step_and_its_params(api):
         "engine": "rules",
         "notes": ['job idphoto-background: named by "只换底色"', 'background = red from "红底"'],
     }
+
+
+def test_a_step_is_an_openai_model_id(api, photo_jpeg):
+    with TestClient(api) as client:
+        answer = client.post(
+            "/v1/images/edits",
+            files={"image": ("me.jpg", photo_jpeg, "image/jpeg")},
+            data={"prompt": "please", "model": "idphoto-matte"},
+        )
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert (body["portrait"]["task"], body["portrait"]["params"]) == ("idphoto-matte", {})
+    cut = Image.open(io.BytesIO(base64.b64decode(body["data"][0]["b64_json"])))
+    assert (cut.mode, cut.size) == ("RGBA", (256, 256))
