@@ -128,9 +128,17 @@ function syncOptions() {
   byId("restore-fidelity-value").textContent = Number(byId("restore-fidelity").value).toFixed(2);
   byId("restore-blend-value").textContent = Number(byId("restore-blend").value).toFixed(2);
   const background = byId("idphoto-background").value;
-  byId("idphoto-colour").disabled = background !== "custom";
   byId("idphoto-background-hint").hidden = background !== "transparent";
+  const backdrop = byId("idphoto-backdrop").value !== "";
+  byId("idphoto-background").disabled = backdrop;
+  byId("idphoto-render").disabled = backdrop;
+  byId("idphoto-colour").disabled = backdrop || background !== "custom";
   byId("idphoto-cut-lines").disabled = byId("idphoto-layout").value === "none";
+  byId("idphoto-canvas").hidden = byId("idphoto-layout").value !== "custom";
+  for (const output of byId("options-idphoto").querySelectorAll("details output")) {
+    const value = Number(byId(output.htmlFor.value).value);
+    output.textContent = output.id === "idphoto-watermark-opacity-value" ? value.toFixed(2) : String(value);
+  }
   const jpeg = byId("idphoto-format").value === "jpeg";
   byId("idphoto-min-kb").disabled = !jpeg;
   byId("idphoto-max-kb").disabled = !jpeg;
@@ -149,13 +157,16 @@ function showJobOptions() {
   });
 }
 
-/** Controls that send more than their own value: the custom size (spec "custom"), a custom background colour. */
+/** Controls that send more than their own value: the custom size (spec "custom"), a custom background colour,
+ * the page's language. */
 const COMPOUND_FIELDS = {
   "idphoto-spec": (control) => {
     if (control.value !== "custom") return [["spec", control.value]];
     const unit = byId("idphoto-size-unit").value;
     return [[`width_${unit}`, byId("idphoto-width").value], [`height_${unit}`, byId("idphoto-height").value]];
   },
+  // The report's texts (reasons, advice) in the page's language.
+  "idphoto-lang": () => [["lang", state.language]],
   "idphoto-background": (control) => [
     ["background", control.value === "custom" ? byId("idphoto-colour").value : control.value],
   ],

@@ -8,13 +8,15 @@ const DIVIDER_STEP = 5;
 // ---------------------------------------------------------------- results
 
 function showResult(item, job, body) {
-  const { image_b64: imageB64, sheet_b64: sheetB64, ...response } = body;
+  const { image_b64: imageB64, sheet_b64: sheetB64, hd_b64: hdB64, ...response } = body;
   revokeResultUrls(item);
   const result = base64ToBlob(imageB64, body.media_type);
   const sheet = sheetB64 ? base64ToBlob(sheetB64, body.sheet_media_type) : null;
-  item.outcome = { job, ok: true, response, result, sheet };
+  const hd = hdB64 ? base64ToBlob(hdB64, body.hd_media_type) : null;
+  item.outcome = { job, ok: true, response, result, sheet, hd };
   item.resultUrl = keepUrl(item, result);
   item.sheetUrl = sheet ? keepUrl(item, sheet) : null;
+  item.hdUrl = hd ? keepUrl(item, hd) : null;
   item.card.classList.add("done");
   setComparison(item.card.querySelector(".compare"), item.originalUrl, item.resultUrl);
   renderResult(item);
@@ -61,6 +63,9 @@ function downloadLinks(item) {
   const links = [link(item.resultUrl, resultName(item, "", item.outcome.result), t("card.download"))];
   if (item.outcome.sheet) {
     links.push(link(item.sheetUrl, resultName(item, "-sheet", item.outcome.sheet), t("card.download.sheet")));
+  }
+  if (item.outcome.hd) {
+    links.push(link(item.hdUrl, resultName(item, "-hd", item.outcome.hd), t("card.download.hd")));
   }
   return links;
 }
