@@ -9,9 +9,10 @@ async function downloadAll() {
     const prefix = `${String(index + 1).padStart(2, "0")}-`;
     entries.push({ name: `originals/${prefix}${item.file.name}`, data: item.file });
     if (item.outcome && item.outcome.ok) {
-      entries.push({ name: `results/${prefix}${resultName(item, "", item.outcome.result)}`, data: item.outcome.result });
-      if (item.outcome.sheet) {
-        entries.push({ name: `results/${prefix}${resultName(item, "-sheet", item.outcome.sheet)}`, data: item.outcome.sheet });
+      // The result and its companions (an ID photo's print sheet and HD copy).
+      const images = [["", item.outcome.result], ["-sheet", item.outcome.sheet], ["-hd", item.outcome.hd]];
+      for (const [suffix, blob] of images) {
+        if (blob) entries.push({ name: `results/${prefix}${resultName(item, suffix, blob)}`, data: blob });
       }
     }
     const metadata = new Blob([JSON.stringify(metadataOf(item), null, 2)], { type: "application/json" });

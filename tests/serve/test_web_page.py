@@ -103,6 +103,9 @@ def _choose_options(page, job: str) -> None:
         page.select_option("#idphoto-spec", "cn-1inch")
         page.select_option("#idphoto-background", "blue")
         page.select_option("#idphoto-layout", "6inch")
+        page.click('summary[data-i18n="idphoto.looks"]')
+        page.fill("#idphoto-whitening", "10")
+        page.check("#idphoto-hd")
     else:
         page.wait_for_function("document.querySelector('#cartoon-style').value !== ''")
 
@@ -150,6 +153,7 @@ def test_a_job_shows_before_and_after_and_zips_everything(page, astronaut_png, j
         assert card.locator(".report h4").inner_text().startswith(("Meets", "Does not meet"))
         assert card.locator(".checks tbody tr").count() >= 2
         assert card.get_by_role("link", name="Download print sheet").count() == 1
+        assert card.get_by_role("link", name="Download HD copy").count() == 1
 
     archive = _download_zip(page)
     names = set(archive.namelist())
@@ -157,6 +161,8 @@ def test_a_job_shows_before_and_after_and_zips_everything(page, astronaut_png, j
     assert archive.read("originals/01-astronaut.png") == astronaut_png.read_bytes()
     results = sorted(name for name in names if name.startswith(f"results/01-astronaut-{job}"))
     assert results, names
+    if job == "idphoto":
+        assert {"results/01-astronaut-idphoto-sheet.jpg", "results/01-astronaut-idphoto-hd.jpg"} <= names
     for name in results:
         Image.open(io.BytesIO(archive.read(name))).verify()
     metadata = json.loads(archive.read("metadata/01-astronaut.json"))
