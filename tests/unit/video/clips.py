@@ -69,3 +69,14 @@ def make_clip(
                 out.mux(sound.encode(block))
             out.mux(sound.encode(None))
     return path
+
+
+def make_audio_only(path: Path) -> Path:
+    """An MP4 holding one AAC track and no video: what a video job must refuse."""
+    with av.open(str(path), "w", format="mp4") as out:
+        stream = out.add_stream("aac", rate=48000)
+        frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="flt", layout="mono")
+        frame.sample_rate = 48000
+        out.mux(stream.encode(frame))
+        out.mux(stream.encode(None))
+    return path

@@ -11,7 +11,7 @@ import pytest
 from deployments.common.errors import CorruptVideo, UnsupportedVideo, VideoTooLarge
 from deployments.video.frames import assemble, encode_segment, read_chunks
 from deployments.video.probe import VideoLimits, probe_video
-from tests.unit.video.clips import face_frame, make_clip
+from tests.unit.video.clips import face_frame, make_audio_only, make_clip
 
 
 def _round_trip(source: Path, tmp_path: Path, chunk_frames: int) -> Path:
@@ -61,13 +61,7 @@ def test_a_video_over_a_limit_is_a_413_naming_the_limit_before_any_decoding(tmp_
 
 
 def test_audio_only_files_and_non_video_bytes_are_unsupported_and_truncated_files_corrupt(tmp_path):
-    audio_only = tmp_path / "tone.m4a"
-    with av.open(str(audio_only), "w", format="mp4") as out:
-        stream = out.add_stream("aac", rate=48000)
-        frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="flt", layout="mono")
-        frame.sample_rate = 48000
-        out.mux(stream.encode(frame))
-        out.mux(stream.encode(None))
+    audio_only = make_audio_only(tmp_path / "tone.m4a")
     with pytest.raises(UnsupportedVideo, match="no video stream"):
         probe_video(audio_only, VideoLimits())
     text = tmp_path / "notes.mp4"

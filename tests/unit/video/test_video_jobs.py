@@ -17,7 +17,7 @@ from deployments.video.probe import VideoLimits, probe_video
 from serve_app.bucket.outcomes import Status
 from serve_app.settings import Settings
 from tests.unit.bucket.bucket_fixtures import make_worker
-from tests.unit.video.clips import make_clip
+from tests.unit.video.clips import make_audio_only, make_clip
 
 
 @pytest.fixture(scope="module")
@@ -102,15 +102,7 @@ def test_bad_videos_are_refused_at_submit_with_a_clear_4xx(jobs_app, clip, tmp_p
         (400, "corrupt_video"),
         (415, "unsupported_video"),
     )
-    no_video = tmp_path / "tone.mp4"
-    make_clip(tmp_path / "silent.mp4", seconds=0.2, width=64, height=48)
-    with av.open(str(no_video), "w", format="mp4") as out:
-        stream = out.add_stream("aac", rate=48000)
-        frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="flt", layout="mono")
-        frame.sample_rate = 48000
-        out.mux(stream.encode(frame))
-        out.mux(stream.encode(None))
-    audio_only = submit(no_video.read_bytes())
+    audio_only = submit(make_audio_only(tmp_path / "tone.mp4").read_bytes())
     assert (audio_only.status_code, audio_only.json()["error"]["code"]) == (415, "unsupported_video")
     idphoto = submit(clip, task="idphoto")
     assert (idphoto.status_code, idphoto.json()["error"]["code"]) == (415, "unsupported_video")
