@@ -158,11 +158,16 @@ def _data_url(body: bytes, media_type: str) -> str:
 
 
 def _portrait_extra(instruction: Instruction, result: JobResult) -> dict[str, Any]:
-    """Our own fields beside OpenAI's: what was understood and the result's metadata (and the print sheet)."""
+    """Our own fields beside OpenAI's: what was understood and the result's metadata (and the print sheet and HD
+    copy, as ``sheet_b64``/``hd_b64``)."""
     extra = {**instruction.to_json(), "meta": result.meta.model_dump()}
-    if result.sheet is not None:
-        extra["sheet_b64"] = base64.b64encode(result.sheet).decode("ascii")
+    for name, data in result.companions().items():
+        extra[f"{name}_b64"] = base64.b64encode(data).decode("ascii")
     return extra
+
+
+# How the chat answer's Markdown names each companion image of a result (``JobResult.companions``).
+_COMPANION_TITLES = {"sheet": "print sheet", "hd": "HD copy"}
 
 
 # --- routes ---------------------------------------------------------------------------------------------------------
@@ -246,8 +251,8 @@ async def chat_completions(request: Request) -> Response:
     instruction, result = await _run_prompt(request, prompt, image, body.model)
     summary = _summary(prompt, instruction, result)
     content = f"![result]({_data_url(result.body, result.media_type)})\n\n{summary}"
-    if result.sheet is not None:
-        content += f"\n\n![print sheet]({_data_url(result.sheet, result.media_type)})"
+    for name, data in result.companions().items():
+        content += f"\n\n![{_COMPANION_TITLES[name]}]({_data_url(data, result.media_type)})"
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     extra = _portrait_extra(instruction, result)
     if body.stream:

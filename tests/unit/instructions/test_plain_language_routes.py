@@ -4,9 +4,12 @@ the OpenAI-compatible routes, each a clear 4xx in the shape its route promises."
 from __future__ import annotations
 
 import base64
+import io
+import re
 
 import pytest
 from fastapi.testclient import TestClient
+from PIL import Image
 
 from serve_app.instructions import InstructionsConfig
 
@@ -209,3 +212,21 @@ def test_a_specific_model_fixes_the_jobs_option(client, photo_jpeg):
     assert answer.json()["portrait"]["params"] == {"style": "handdrawn"}  # the prompt's words win over the model's
     plain = client.post("/v1/chat/completions", json=_chat("please", _data_url(photo_jpeg), "dctnet-3d-bg"))
     assert (plain.status_code, plain.json()["portrait"]["params"]) == (200, {"style": "3d"})
+
+
+def test_a_chat_answer_carries_the_id_photos_print_sheet_and_hd_copy(client, photo_jpeg):
+    answer = client.post("/v1/chat/completions", json=_chat("白底证件照 6寸排版 加高清版", _data_url(photo_jpeg)))
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["portrait"]["task"] == "idphoto" and body["portrait"]["params"]["hd"] is True
+    content = body["choices"][0]["message"]["content"]
+    titles = re.findall(r"!\[([^\]]+)\]\(data:image/jpeg;base64,([A-Za-z0-9+/=]+)\)", content)
+    assert [title for title, _ in titles] == ["result", "print sheet", "HD copy"]
+    images = {title: Image.open(io.BytesIO(base64.b64decode(data))) for title, data in titles}
+    assert images["result"].size == (295, 413)  # cn-1inch, the default standard
+    assert min(images["HD copy"].size) >= 600
+    assert images["HD copy"].size[1] / images["HD copy"].size[0] == pytest.approx(413 / 295, rel=0.01)
+    assert sorted(images["print sheet"].size) == [1200, 1800]  # 6 inch at 300 dpi, whichever way more copies fit
+    extra = body["portrait"]
+    assert base64.b64decode(extra["hd_b64"]) == base64.b64decode(titles[2][1])
+    assert base64.b64decode(extra["sheet_b64"]) == base64.b64decode(titles[1][1])
