@@ -42,6 +42,8 @@ from tests.unit.faces.group_photos import (  # noqa: E402
 )
 
 logger = logging.getLogger("bench_group_faces")
+# #25's target band: the true box's longer side (the drawn faces are 28–60 px wide; turned ones grow past 60)
+ISSUE_SIDE_PX = (28.0, 60.0)
 
 
 def parse_settings(pairs: list[str]) -> dict:
@@ -75,7 +77,10 @@ def main() -> None:
     engine = FaceAnalysisPredictor(args.models_root / "mediapipe", config, mtcnn_dir=mtcnn_dir)
     sources = face_sources(args.eval_dir)
     grain = HARSH_GRAIN_SIGMA if args.harsh else GRAIN_SIGMA
-    rows = ["| photo | size | faces | found | recall | false pos. | s/photo |", "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| photo | size | faces | found | recall | 28–60 px found | false pos. | s/photo |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     kinds = {"looking down": [], "turned": [], "rolled": [], "frontal": []}
     sources_found = {"tight LFW crop": [], "face with hair and neck": []}
     sides, hits, seconds, false_positives = [], [], [], 0
@@ -88,7 +93,9 @@ def main() -> None:
         result = match_faces(photo.boxes, np.array([face.box for face in faces]).reshape(-1, 4))
         false_positives += result.false_positives
         hits.extend(result.found)
-        sides.extend(np.maximum(photo.boxes[:, 2] - photo.boxes[:, 0], photo.boxes[:, 3] - photo.boxes[:, 1]))
+        photo_sides = np.maximum(photo.boxes[:, 2] - photo.boxes[:, 0], photo.boxes[:, 3] - photo.boxes[:, 1])
+        sides.extend(photo_sides)
+        in_range = (photo_sides >= ISSUE_SIDE_PX[0]) & (photo_sides <= ISSUE_SIDE_PX[1])
         for index, found in enumerate(result.found):
             sources_found["tight LFW crop" if photo.tight_crop[index] else "face with hair and neck"].append(found)
             if photo.pitch_deg[index] >= 20:
@@ -108,7 +115,8 @@ def main() -> None:
         height, width = photo.rgb.shape[:2]
         rows.append(
             f"| {seed} | {width}x{height} | {len(photo.boxes)} | {int(result.found.sum())} "
-            f"| {result.found.mean():.1%} | {result.false_positives} | {seconds[-1]:.2f} |"
+            f"| {result.found.mean():.1%} | {int(result.found[in_range].sum())}/{int(in_range.sum())} "
+            f"| {result.false_positives} | {seconds[-1]:.2f} |"
         )
     hits_array, sides_array = np.array(hits), np.array(sides)
     summary = [
@@ -116,6 +124,11 @@ def main() -> None:
         f"false positives {false_positives} ({false_positives / args.photos:.2f}/photo), "
         f"mean {np.mean(seconds):.2f} s/photo (max {np.max(seconds):.2f})"
     ]
+    in_issue = (sides_array >= ISSUE_SIDE_PX[0]) & (sides_array <= ISSUE_SIDE_PX[1])
+    summary.append(
+        f"  true box side 28–60 px (#25's target): {int(hits_array[in_issue].sum())}/{int(in_issue.sum())} "
+        f"({hits_array[in_issue].mean():.1%})"
+    )
     for name, found in [*kinds.items(), *sources_found.items()]:
         summary.append(f"  {name}: {int(np.sum(found))}/{len(found)} ({np.mean(found):.1%})")
     for low, high in [(0, 36), (36, 45), (45, 60), (60, 1000)]:
