@@ -32,6 +32,8 @@ BASE64_GROWTH = 4 / 3
 FORM_OVERHEAD_BYTES = 1_000_000  # multipart boundaries and option fields; JSON keys and options around the image
 MAX_FORM_FILES = 4  # an OpenAI edits request may carry a mask beside the image; we read `image` only
 MAX_FORM_FIELDS = 64
+# The file fields a form may carry: the photo (or a video job's "video") and OpenAI's edit mask, which we do not use.
+FILE_FIELDS = frozenset({"image", "video", "mask"})
 
 
 class BodyTimeout(InputError):
@@ -119,6 +121,13 @@ async def _read_multipart(request: Request, body: bytes, query: dict[str, Any]) 
         image = form.get("image") or form.get("video")  # a video job may name its file field "video"
         if not isinstance(image, UploadFile):
             raise InvalidParameter("the multipart form has no file field 'image'")
+        extra_files = sorted({key for key, value in form.multi_items() if isinstance(value, UploadFile)} - FILE_FIELDS)
+        if extra_files:
+            # An option sent as a file (``background_image`` as a picture) would otherwise vanish unread.
+            raise InvalidParameter(
+                f"{extra_files[0]}: a file is read only from field 'image'; options are text fields",
+                details={"field": extra_files[0]},
+            )
         fields = {**query, **{key: value for key, value in form.items() if isinstance(value, str)}}
         return Upload(data=await image.read(), filename=image.filename, fields=fields)
 

@@ -181,6 +181,15 @@ def test_a_bad_touch_up_value_is_a_422_naming_the_field(client, photo_jpeg):
     assert error["code"] == "invalid_parameter" and error["message"].startswith("sharpen_strength:")
 
 
+def test_a_background_picture_sent_as_a_file_is_a_422_naming_the_field_not_ignored(client, photo_jpeg):
+    files = {"image": ("me.jpg", photo_jpeg, "image/jpeg"), "background_image": ("bg.jpg", photo_jpeg, "image/jpeg")}
+    answer = client.post("/v1/idphoto", files=files)
+    assert answer.status_code == 422
+    error = answer.json()["error"]
+    assert (error["code"], error["details"]) == ("invalid_parameter", {"field": "background_image"})
+    assert error["message"] == "background_image: a file is read only from field 'image'; options are text fields"
+
+
 @pytest.mark.parametrize("model", ["gfpgan-v1.4", "codeformer", "gpen-bfr-512", "gpen-bfr-256"])
 @pytest.mark.parametrize("upscale", [2, 4])
 def test_every_restore_model_and_upscale_answers_and_names_its_engines(client, photo_jpeg, model, upscale):
