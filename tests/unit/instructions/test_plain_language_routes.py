@@ -230,3 +230,10 @@ def test_a_chat_answer_carries_the_id_photos_print_sheet_and_hd_copy(client, pho
     extra = body["portrait"]
     assert base64.b64decode(extra["hd_b64"]) == base64.b64decode(titles[2][1])
     assert base64.b64decode(extra["sheet_b64"]) == base64.b64decode(titles[1][1])
+
+
+@pytest.mark.parametrize("prompt", ["蓝底证件照 不要补光", "blue background ID photo, no light correction"])
+def test_asking_for_no_lighting_correction_turns_it_off(client, prompt):
+    answer = client.post("/v1/instructions", json={"prompt": prompt})
+    assert answer.status_code == 200
+    assert answer.json()["params"] == {"background": "#628bce", "lighting": "off"}
