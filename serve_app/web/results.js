@@ -88,6 +88,13 @@ function reportView(report) {
   const spec = report.spec ? localName(report.spec.name, report.spec.name_en) || report.spec.slug : "";
   heading.textContent = t(report.verdict === "pass" ? "report.pass" : "report.fail", { spec });
   box.append(heading);
+  // What to do about it first, where the eye lands: a photo cut by its own border can only be fixed by a retake.
+  if (report.advice && report.advice.length) {
+    const advice = textList(t("report.advice"), report.advice);
+    advice.className = "report-advice";
+    advice.setAttribute("role", "alert");
+    box.append(advice);
+  }
   if (report.reasons.length) box.append(textList(t("report.why"), report.reasons));
   box.append(checksTable(report.checks));
   if (report.notes.length) box.append(textList(t("report.notes"), report.notes));
