@@ -179,7 +179,9 @@ def test_watermark_blends_its_colour_at_the_given_opacity(textured, plain):
     assert 0.05 < changed.mean() < 0.6
     background = np.all(plain == BLUE, axis=2)
     full = background & (np.abs(marked - (0.6 * BLUE + 0.4 * np.array([255, 0, 0]))).max(axis=2) <= 1)
-    assert full.sum() > 100  # fully covered background pixels are exactly 40 % red over the blue
+    # fully covered background pixels are exactly 40 % red over the blue (how many depends on the font's strokes:
+    # 67 with Noto Sans CJK, the font CI installs; more with DejaVu's wider ones)
+    assert full.sum() > 30
     assert (np.abs(marked[background] - BLUE) <= np.abs(0.4 * (np.array([255, 0, 0]) - BLUE)) + 1).all()
     assert outcome.report.verdict == run(textured).report.verdict  # judged without the watermark
 
