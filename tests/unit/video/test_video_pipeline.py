@@ -91,7 +91,7 @@ def _eye_track(source: Path, analyzer, tracking: TrackingOptions) -> np.ndarray:
 
 def test_on_a_real_face_moving_and_zooming_smoothing_cuts_the_eye_jitter_at_least_in_half(tmp_path, analyzer):
     """Jitter: the RMS residual of the eye positions after a cubic fit along time (the face's own motion removed)."""
-    source = make_clip(tmp_path / "in.mp4", seconds=3.0, width=480, height=360, audio=None)
+    source = make_clip(tmp_path / "in.mp4", seconds=4.0, width=640, height=480, audio=None)  # as bench_video
     per_frame = _residual_px(_eye_track(source, analyzer, TrackingOptions(smooth=False)))
     smoothed = _residual_px(_eye_track(source, analyzer, TrackingOptions()))
     assert smoothed * 2 <= per_frame, (per_frame, smoothed)
