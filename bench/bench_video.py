@@ -8,6 +8,8 @@ test clip: the astronaut's face crossing and zooming over a textured background,
     python bench/bench_video.py fps --neural --seconds 1 --width 160 --height 120   # GFPGAN v1.4, random weights
     python bench/bench_video.py jitter --seconds 4
     python bench/bench_video.py memory                # a 10 s and a 40 s clip, each in a fresh process
+    python bench/bench_video.py job --width 1920 --height 1080 --seconds 4   # one job as a bucket route runs it
+    python bench/bench_video.py store --result-mib 256   # storing a finished result: from bytes vs from its file
 """
 
 from __future__ import annotations
@@ -168,15 +170,88 @@ def peak(args) -> None:
     )
 
 
+def job(args) -> None:
+    """One clip through a bucket folder route as the runner runs it (the object read, the job, the result and its
+    record stored), then this process's peak resident memory and the result's size."""
+    from tests.unit.bucket.bucket_fixtures import make_worker
+
+    backend = _backend()
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        (root / "in").mkdir()
+        make_clip(root / "in" / "clip.mp4", seconds=args.seconds, width=args.width, height=args.height)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        start = time.perf_counter()
+        outcomes = asyncio.run(make_worker(root, backend, job_context(Settings()), task="restore").reconcile_all())
+        wall_s = time.perf_counter() - start
+        if [outcome.status.value for outcome in outcomes] != ["done"]:
+            raise SystemExit(f"the job did not succeed: {outcomes}")
+        result_bytes = (root / "out" / "clip.mp4").stat().st_size
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        json.dumps(
+            {
+                "clip_s": args.seconds,
+                "size": [args.width, args.height],
+                "result_mib": round(result_bytes / 2**20, 1),
+                "peak_rss_mib": round(peak_mib, 1),
+                "before_job_mib": round(before / 1024, 1),
+                "wall_s": round(wall_s, 1),
+            }
+        )
+    )
+
+
+def store(args) -> None:
+    """The memory the last step of a video job costs: a finished result of ``--result-mib`` (random bytes, as
+    incompressible as video) stored into a local store read whole first (``put``, as before) and streamed from its
+    file (``put_file``), each in a fresh process."""
+    with tempfile.TemporaryDirectory() as folder:
+        result = Path(folder) / "result.mp4"
+        with result.open("wb") as handle:
+            for _ in range(args.result_mib):
+                handle.write(np.random.default_rng().bytes(2**20))
+        for way in ("put", "put_file"):
+            point = subprocess.run(
+                [sys.executable, __file__, "store-once", "--way", way, "--result", str(result)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            print(point.stdout.strip().splitlines()[-1])
+
+
+def store_once(args) -> None:
+    from storage.local import LocalStore
+
+    target = LocalStore(Path(args.result).parent / f"store-{args.way}")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if args.way == "put":
+        target.put("out/clip.mp4", Path(args.result).read_bytes(), content_type="video/mp4")
+    else:
+        target.put_file("out/clip.mp4", Path(args.result), content_type="video/mp4")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    size_mib = Path(args.result).stat().st_size / 2**20
+    print(
+        json.dumps(
+            {"way": args.way, "result_mib": round(size_mib), "added_peak_rss_mib": round((peak - before) / 1024, 1)}
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("fps", "jitter", "memory", "peak"))
+    parser.add_argument("what", choices=("fps", "jitter", "memory", "peak", "job", "store", "store-once"))
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--width", type=int, default=640)
     parser.add_argument("--height", type=int, default=480)
     parser.add_argument("--neural", action="store_true", help="fps: restore on GFPGAN v1.4 (random weights)")
+    parser.add_argument("--result-mib", type=int, default=256, help="store: the size of the result stored")
+    parser.add_argument("--way", choices=("put", "put_file"), help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    {"fps": fps, "jitter": jitter, "memory": memory, "peak": peak}[args.what](args)
+    actions = {"fps": fps, "jitter": jitter, "memory": memory, "peak": peak, "job": job, "store": store}
+    {**actions, "store-once": store_once}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import BinaryIO, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
@@ -76,6 +77,13 @@ class ObjectStore(Protocol):
 
     def put(self, key: str, data: bytes, *, content_type: str, metadata: Mapping[str, str] | None = None) -> ObjectInfo:
         """Write the object whole; readers see the old or the new content, never a mix."""
+        ...
+
+    def put_file(
+        self, key: str, path: Path, *, content_type: str, metadata: Mapping[str, str] | None = None
+    ) -> ObjectInfo:
+        """``put`` of the bytes of the file at ``path``, streamed from it chunk by chunk (never whole in memory): a
+        large result (a video) costs no memory of its size. The same object, ETag and description as ``put``."""
         ...
 
     def list(self, prefix: str = "", *, suffix: str | None = None) -> Iterator[ObjectInfo]:

@@ -99,12 +99,20 @@ class LocalStore(HeadExists):
         return self._info(key, st, etag, sidecar)
 
     def put(self, key: str, data: bytes, *, content_type: str, metadata: Mapping[str, str] | None = None) -> ObjectInfo:
+        return self._put(key, io.BytesIO(data), content_type, metadata)
+
+    def put_file(
+        self, key: str, path: Path, *, content_type: str, metadata: Mapping[str, str] | None = None
+    ) -> ObjectInfo:
+        with open(path, "rb") as source:  # outside _os_errors: a missing source file is the caller's bug, not 404
+            return self._put(key, source, content_type, metadata)
+
+    def _put(self, key: str, source: BinaryIO, content_type: str, metadata: Mapping[str, str] | None) -> ObjectInfo:
         path = self._path(key)
         user_metadata = normalize_metadata(metadata)
-        etag = hashlib.md5(data).hexdigest()
         with self._os_errors(key):
             self._make_parent(key, path)
-            tmp_data = self._write_temp(data, durable=True)
+            tmp_data, etag = self._write_temp(source, durable=True)
             try:
                 st = os.stat(tmp_data)
                 sidecar = {
@@ -234,27 +242,31 @@ class LocalStore(HeadExists):
         except IsADirectoryError as exc:
             raise InvalidKey(key, "this key is a folder of other objects in this local store") from exc
 
-    def _write_temp(self, data: bytes, *, durable: bool) -> Path:
+    def _write_temp(self, source: BinaryIO, *, durable: bool) -> tuple[Path, str]:
+        """``source`` copied chunk by chunk into a new temporary file; its path and the hex MD5 of the bytes."""
         self._tmp_dir.mkdir(parents=True, exist_ok=True)
         tmp = self._tmp_dir / uuid.uuid4().hex
+        digest = hashlib.md5()
         # os.open with 0o666 lets the umask decide permissions, as for any other file the user writes.
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(fd, "wb") as file:
-                file.write(data)
+                while chunk := source.read(_READ_CHUNK_BYTES):
+                    digest.update(chunk)
+                    file.write(chunk)
                 file.flush()
                 if durable:
                     os.fsync(file.fileno())
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        return tmp
+        return tmp, digest.hexdigest()
 
     def _write_sidecar(self, key: str, sidecar: dict) -> None:
         target = self._sidecar_path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
         # Not fsynced: a sidecar lost in a crash only costs the metadata check above, never wrong data.
-        tmp = self._write_temp(json.dumps(sidecar).encode("utf-8"), durable=False)
+        tmp, _ = self._write_temp(io.BytesIO(json.dumps(sidecar).encode("utf-8")), durable=False)
         try:
             os.replace(tmp, target)
         finally:

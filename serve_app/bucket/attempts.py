@@ -207,7 +207,7 @@ class ObjectAttempts:
                 chunks = StoreChunkStore.for_object(
                     output_store, names.key, Path(folder) / "chunks", lambda: source_store.exists(names.key)
                 )
-                payload = VideoInput(payload, chunks)
+                payload = VideoInput(payload, chunks, result=Path(folder) / "result.mp4")
                 timeout_s *= await asyncio.to_thread(video_deadline_factor, payload.path, self._context)
             result = await within_deadline(self._execute(route.task, payload, params), timeout_s, wait_stopped=True)
             record = self._result_record(route, names.key, seen.source, params, result, attempt)

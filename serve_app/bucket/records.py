@@ -19,6 +19,7 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -154,7 +155,10 @@ def write_result(store: ObjectStore, names: RecordNames, result: JobResult, reco
             store.put(companion_key, data, content_type=result.media_type)
     if result.attachments and record.attachments_key is not None:
         store.put(record.attachments_key, json.dumps(result.attachments).encode(), content_type=RECORD_CONTENT_TYPE)
-    store.put(record.result_key, result.body, content_type=result.media_type)
+    if isinstance(result.body, Path):
+        store.put_file(record.result_key, result.body, content_type=result.media_type)
+    else:
+        store.put(record.result_key, result.body, content_type=result.media_type)
     store.put(names.require_metadata(), dump_record(record), content_type=RECORD_CONTENT_TYPE)
     store.delete(names.error)  # an error record of an earlier version no longer describes the object
 

@@ -97,5 +97,5 @@ async def run_job(
     except PortraitError as exc:
         backend.observe_job(task, exc.code, "none", size_in, 0)
         raise
-    backend.observe_job(task, "ok", result.meta.engine, size_in, len(result.body))
+    backend.observe_job(task, "ok", result.meta.engine, size_in, result.size_bytes)
     return result

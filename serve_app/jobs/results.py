@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,12 +23,19 @@ COMPANIONS = ("sheet", "hd")
 
 @dataclass(frozen=True)
 class JobResult:
-    body: bytes
+    """``body``: the encoded result, or the file holding it (a video's, stored from disk by ``put_file``: never read
+    into memory; only the asynchronous paths, which store results, ever see one)."""
+
+    body: bytes | Path
     media_type: str
     meta: ResultMeta
     attachments: dict[str, Any] = field(default_factory=dict)
     sheet: bytes | None = None  # an ID photo's print sheet
     hd: bytes | None = None  # an ID photo's HD copy
+
+    @property
+    def size_bytes(self) -> int:
+        return self.body.stat().st_size if isinstance(self.body, Path) else len(self.body)
 
     def companions(self) -> dict[str, bytes]:
         """The companion images this result has, by name (see ``COMPANIONS``)."""
@@ -130,7 +138,7 @@ def build_meta(
     faces: int,
     size_wh: tuple[int, int],
     media_type: str,
-    body: bytes,
+    body: bytes | Path,
     timings_ms: dict[str, float],
     report: dict | None = None,
 ) -> ResultMeta:
@@ -143,7 +151,7 @@ def build_meta(
         width=int(size_wh[0]),
         height=int(size_wh[1]),
         media_type=media_type,
-        bytes=len(body),
+        bytes=body.stat().st_size if isinstance(body, Path) else len(body),
         timings_ms=timings_ms,
         report=report,
         version=__version__,

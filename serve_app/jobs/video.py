@@ -40,10 +40,13 @@ JSON_TYPE = "application/json"
 @dataclass(frozen=True)
 class VideoInput:
     """A video to process: ``path`` on local disk, ``chunks`` where finished chunks are kept (and found again after
-    a crash), ``on_progress`` told the fraction of frames done."""
+    a crash), ``result`` where the finished MP4 is written (a file of the caller's, which stores it from there with
+    ``put_file`` and deletes it: a result of up to ``max_output_bytes`` is never held in memory), ``on_progress``
+    told the fraction of frames done."""
 
     path: Path
     chunks: ChunkStore
+    result: Path
     on_progress: Callable[[float], None] | None = None
 
 
@@ -65,23 +68,21 @@ async def run_video(
         )
     module = importlib.import_module(entry.module)
     process_frame = await module.frame_processor(backend, params, context)
-    with tempfile.TemporaryDirectory(prefix="portrait-video-") as folder:
-        out_path = Path(folder) / "result.mp4"
-        report = await transcode_video(
-            video.path,
-            info,
-            backend.analyze_faces,
-            process_frame,
-            video.chunks,
-            out_path,
-            settings.options,
-            on_progress=video.on_progress,
-        )
-        body = await asyncio.to_thread(out_path.read_bytes)
-    if len(body) > settings.limits.max_output_bytes:
+    report = await transcode_video(
+        video.path,
+        info,
+        backend.analyze_faces,
+        process_frame,
+        video.chunks,
+        video.result,
+        settings.options,
+        on_progress=video.on_progress,
+    )
+    size_bytes = video.result.stat().st_size
+    if size_bytes > settings.limits.max_output_bytes:
         raise VideoTooLarge(
-            f"the result is {len(body)} bytes, over the limit max_output_bytes={settings.limits.max_output_bytes}",
-            details={"limit": "max_output_bytes", "value": len(body), "max": settings.limits.max_output_bytes},
+            f"the result is {size_bytes} bytes, over the limit max_output_bytes={settings.limits.max_output_bytes}",
+            details={"limit": "max_output_bytes", "value": size_bytes, "max": settings.limits.max_output_bytes},
         )
     engine, weights = engine_summary(report.engines, fallback="none (no frame)")
     meta = build_meta(
@@ -92,10 +93,10 @@ async def run_video(
         faces=max(report.faces_per_frame, default=0),
         size_wh=(info.width * scale, info.height * scale),
         media_type=VIDEO_MEDIA_TYPE,
-        body=body,
+        body=video.result,
         timings_ms=report.timings_ms,
     ).model_copy(update={"video": report.to_json()})
-    return JobResult(body=body, media_type=VIDEO_MEDIA_TYPE, meta=meta)
+    return JobResult(body=video.result, media_type=VIDEO_MEDIA_TYPE, meta=meta)
 
 
 def work_prefix(key: str) -> str:
@@ -189,7 +190,7 @@ class StoreChunkStore:
         if self._source_alive is not None and not self._source_alive():
             self.clear()
             raise ObjectNotFound("the video was cancelled or deleted while it ran", key=self._prefix)
-        self._store.put(self._key(index, ".mp4"), segment.read_bytes(), content_type=VIDEO_MEDIA_TYPE)
+        self._store.put_file(self._key(index, ".mp4"), segment, content_type=VIDEO_MEDIA_TYPE)
         self._store.put(self._key(index, ".json"), json.dumps(state).encode(), content_type=JSON_TYPE)
         progress = {"progress": state.get("progress", 0.0), "chunks": index + 1}
         self._store.put(self._prefix + PROGRESS_NAME, json.dumps(progress).encode(), content_type=JSON_TYPE)

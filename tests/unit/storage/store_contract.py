@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -112,6 +113,30 @@ class ObjectStoreContract:
 
         with pytest.raises(ObjectTooLarge):
             store.get_to("big.bin", _RecordingFile(), max_bytes=2047)
+
+    def test_put_file_stores_the_file_as_put_stores_its_bytes(self, store: ObjectStore, tmp_path: Path) -> None:
+        data = bytes(range(256)) * (4096 * 3 + 1)  # 3 MiB and a bit: more than one chunk
+        source = tmp_path / "result.mp4"
+        source.write_bytes(data)
+
+        written = store.put_file("out/clip.mp4", source, content_type="video/mp4", metadata={"Job": "restore"})
+
+        stored = store.get("out/clip.mp4", max_bytes=len(data))
+        assert stored.data == data
+        expected = ("out/clip.mp4", len(data), hashlib.md5(data).hexdigest(), "video/mp4", {"job": "restore"})
+        for info in (written, stored.info):
+            assert (info.key, info.size_bytes, info.etag, info.content_type, info.user_metadata) == expected
+        assert source.read_bytes() == data  # the file is the caller's: left as it was
+
+    def test_put_file_replaces_an_object_written_by_put(self, store: ObjectStore, tmp_path: Path) -> None:
+        store.put("out/clip.mp4", b"old", content_type="image/jpeg", metadata={"n": "1"})
+        source = tmp_path / "new.mp4"
+        source.write_bytes(b"new bytes")
+
+        store.put_file("out/clip.mp4", source, content_type="video/mp4")
+
+        assert store.get("out/clip.mp4", max_bytes=100).data == b"new bytes"
+        assert (store.head("out/clip.mp4").content_type, store.head("out/clip.mp4").user_metadata) == ("video/mp4", {})
 
     def test_missing_object_is_object_not_found(self, store: ObjectStore) -> None:
         with pytest.raises(ObjectNotFound):

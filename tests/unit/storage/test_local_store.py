@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,18 @@ def test_stores_on_different_folders_share_nothing(tmp_path: Path) -> None:
 
     assert not second.exists("a.jpg")
     assert list(second.list()) == []
+
+
+def test_put_file_copies_a_chunk_at_a_time_never_the_whole_file(store: LocalStore, tmp_path: Path) -> None:
+    data = os.urandom(8 << 20)
+    source = tmp_path / "result.mp4"
+    source.write_bytes(data)
+    tracemalloc.start()
+    try:
+        store.put_file("out/result.mp4", source, content_type="video/mp4")
+        _, peak_bytes = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert peak_bytes < 3 << 20  # one 1 MiB chunk and bookkeeping; put of the bytes would hold all 8 MiB
+    assert (store.root / "out" / "result.mp4").read_bytes() == data

@@ -5,11 +5,12 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import botocore.exceptions
 import pytest
 from botocore.response import StreamingBody
-from botocore.stub import Stubber
+from botocore.stub import ANY, Stubber
 
 from storage.errors import (
     AccessDenied,
@@ -134,3 +135,30 @@ def _get_reply(body: StreamingBody, *, content_length: int) -> dict:
         "LastModified": datetime(2026, 1, 1, tzinfo=UTC),
         "ContentType": "image/jpeg",
     }
+
+
+def test_put_file_hands_botocore_the_open_file_not_its_bytes(store: S3Store, stub: Stubber, tmp_path: Path) -> None:
+    source = tmp_path / "result.mp4"
+    source.write_bytes(b"mp4 bytes")
+    bodies: list = []
+    store._client.meta.events.register(
+        "before-parameter-build.s3.PutObject", lambda params, **_: bodies.append(params["Body"])
+    )
+    stub.add_response(
+        "put_object",
+        {"ETag": '"abc"', "ResponseMetadata": {"HTTPHeaders": {"date": "Wed, 02 Dec 2026 04:00:00 GMT"}}},
+        expected_params={
+            "Bucket": "photos",
+            "Key": "in/out/clip.mp4",
+            "Body": ANY,
+            "ContentType": "video/mp4",
+            "Metadata": {"job": "restore"},
+        },
+    )
+
+    written = store.put_file("out/clip.mp4", source, content_type="video/mp4", metadata={"job": "restore"})
+
+    (body,) = bodies
+    assert not isinstance(body, bytes | bytearray) and body.name == str(source)  # streamed by botocore from the file
+    assert (written.key, written.size_bytes, written.etag) == ("out/clip.mp4", len(b"mp4 bytes"), "abc")
+    assert written.last_modified == datetime(2026, 12, 2, 4, 0, tzinfo=UTC)

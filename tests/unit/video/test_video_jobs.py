@@ -120,7 +120,19 @@ def test_a_video_longer_than_the_limit_is_a_413_naming_it(jobs_app, clip):
     assert answer.json()["error"]["details"] == {"limit": "max_duration_s", "value": 1.0, "max": 0.5}
 
 
-def test_a_bucket_folder_route_turns_a_video_into_a_video_and_a_record(tmp_path, clip, local_backend, job_ctx):
+def test_a_bucket_folder_route_turns_a_video_into_a_video_and_a_record(
+    tmp_path, clip, local_backend, job_ctx, monkeypatch
+):
+    """... and stores every MP4 (chunks, the result) from its file, never from bytes read into memory."""
+    from storage.local import LocalStore
+
+    put_bytes = LocalStore.put
+
+    def put_no_video(store, key, data, *, content_type, metadata=None):
+        assert content_type != "video/mp4", f"{key}: an MP4 put from {len(data)} bytes in memory"
+        return put_bytes(store, key, data, content_type=content_type, metadata=metadata)
+
+    monkeypatch.setattr(LocalStore, "put", put_no_video)
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "clip.mp4").write_bytes(clip)
     worker = make_worker(tmp_path, local_backend, job_ctx, task="cartoon")
@@ -180,5 +192,9 @@ def test_a_cancelled_video_stops_at_its_next_chunk_and_leaves_no_chunk_behind(tm
 
     params = parse_job_params("restore", {}, job_ctx)
     with pytest.raises(ObjectNotFound):
-        asyncio.run(run_job(local_backend, "restore", VideoInput(source, chunks), params, job_ctx))
+        asyncio.run(
+            run_job(
+                local_backend, "restore", VideoInput(source, chunks, result=tmp_path / "result.mp4"), params, job_ctx
+            )
+        )
     assert [info.key for info in output.list()] == []
