@@ -8,7 +8,10 @@ Both implementations (``LocalStore``, ``S3Store``) follow the same specification
 - ``list`` yields objects with ``content_type=None`` and empty ``user_metadata``, because S3 listings do not carry
   them (call ``head`` when they are needed), in no promised order: AWS sorts by UTF-8 bytes, but SeaweedFS lists a
   "folder" ``in/`` before the object ``in.jpg``;
-- ``delete`` of a missing key succeeds, as on S3.
+- ``delete`` of a missing key succeeds, as on S3;
+- ``put`` may be conditional, as S3's ``If-None-Match: *`` / ``If-Match: <etag>``: exactly one of many writers racing
+  on ``if_absent`` wins, the others get ``PreconditionFailed`` (the base of create-once records such as the jobs
+  API's idempotency keys); ``if_match`` of a missing object fails the same way.
 """
 
 from __future__ import annotations
@@ -75,8 +78,18 @@ class ObjectStore(Protocol):
         """Describe the object without reading it; ``ObjectNotFound`` when absent."""
         ...
 
-    def put(self, key: str, data: bytes, *, content_type: str, metadata: Mapping[str, str] | None = None) -> ObjectInfo:
-        """Write the object whole; readers see the old or the new content, never a mix."""
+    def put(
+        self,
+        key: str,
+        data: bytes,
+        *,
+        content_type: str,
+        metadata: Mapping[str, str] | None = None,
+        if_absent: bool = False,
+        if_match: str | None = None,
+    ) -> ObjectInfo:
+        """Write the object whole; readers see the old or the new content, never a mix. ``if_absent``: only if no
+        object has the key; ``if_match``: only if the object's ETag is this one (else ``PreconditionFailed``)."""
         ...
 
     def put_file(

@@ -10,6 +10,7 @@ S3 error code, HTTP status and request id, so a log line can be matched with the
         ├── AccessDenied                        502 access_denied       permanent
         ├── KeyTooLong                          502 key_too_long        permanent (the store refuses the key)
         ├── ObjectArchived                      502 object_archived     permanent (Glacier: restore it first)
+        ├── PreconditionFailed                  502 precondition_failed permanent (a conditional write lost)
         └── StoreUnavailable                    503 store_unavailable   transient: retry later
 
 ``retryable`` says which: waiting helps (throttling, 5xx, network) or the same request will fail again until someone
@@ -82,6 +83,14 @@ class ObjectArchived(ObjectStoreError):
     """The object is in an archive tier (S3 ``InvalidObjectState``): it cannot be read until it is restored."""
 
     code = "object_archived"
+    permanent = True
+
+
+class PreconditionFailed(ObjectStoreError):
+    """A conditional write (``put(if_absent=...)``, ``put(if_match=...)``) found the object other than it required:
+    another writer got there first. Callers that write conditionally expect it and read what won."""
+
+    code = "precondition_failed"
     permanent = True
 
 

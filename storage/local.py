@@ -13,6 +13,10 @@ whose name would be too long for the file system goes to ``meta-long/<sha256 of 
 
 The sidecar names the data file it describes (inode, size, mtime); a file replaced behind our back, or a sidecar
 left over from a concurrent write, does not match and the object is described from its bytes alone.
+
+Conditional writes (``if_absent``, ``if_match``) hold an ``flock`` on the key's folder while they check and land, so
+they are atomic among themselves across processes sharing the folder; ``if_absent`` lands by hard link, which fails
+if any object appeared meanwhile.
 """
 
 from __future__ import annotations
@@ -39,8 +43,10 @@ from storage.errors import (
     ObjectNotFound,
     ObjectStoreError,
     ObjectTooLarge,
+    PreconditionFailed,
 )
 from storage.keys import is_valid_key, validate_key, validate_list_prefix
+from storage.locks import file_lock
 
 logger = logging.getLogger(__name__)
 
@@ -98,8 +104,17 @@ class LocalStore(HeadExists):
             etag = sidecar["etag"] if sidecar else self._computed_etag(key, path, st)
         return self._info(key, st, etag, sidecar)
 
-    def put(self, key: str, data: bytes, *, content_type: str, metadata: Mapping[str, str] | None = None) -> ObjectInfo:
-        return self._put(key, io.BytesIO(data), content_type, metadata)
+    def put(
+        self,
+        key: str,
+        data: bytes,
+        *,
+        content_type: str,
+        metadata: Mapping[str, str] | None = None,
+        if_absent: bool = False,
+        if_match: str | None = None,
+    ) -> ObjectInfo:
+        return self._put(key, io.BytesIO(data), content_type, metadata, if_absent=if_absent, if_match=if_match)
 
     def put_file(
         self, key: str, path: Path, *, content_type: str, metadata: Mapping[str, str] | None = None
@@ -107,7 +122,16 @@ class LocalStore(HeadExists):
         with open(path, "rb") as source:  # outside _os_errors: a missing source file is the caller's bug, not 404
             return self._put(key, source, content_type, metadata)
 
-    def _put(self, key: str, source: BinaryIO, content_type: str, metadata: Mapping[str, str] | None) -> ObjectInfo:
+    def _put(
+        self,
+        key: str,
+        source: BinaryIO,
+        content_type: str,
+        metadata: Mapping[str, str] | None,
+        *,
+        if_absent: bool = False,
+        if_match: str | None = None,
+    ) -> ObjectInfo:
         path = self._path(key)
         user_metadata = normalize_metadata(metadata)
         with self._os_errors(key):
@@ -121,12 +145,25 @@ class LocalStore(HeadExists):
                     "user_metadata": user_metadata,
                     "identity": list(_identity(st)),
                 }
-                # Sidecar first: until the data rename lands, the new sidecar names a file readers cannot see yet.
-                self._write_sidecar(key, sidecar)
-                self._replace(key, tmp_data, path)
+                if if_absent or if_match is not None:
+                    with file_lock(path):  # conditional writers of one folder, one at a time (and across processes)
+                        self._check_condition(key, if_absent, if_match)
+                        self._write_sidecar(key, sidecar)
+                        self._land(key, tmp_data, path, exclusive=if_absent)
+                else:
+                    # Sidecar first: until the data rename lands, the new sidecar names a file readers cannot see yet.
+                    self._write_sidecar(key, sidecar)
+                    self._land(key, tmp_data, path, exclusive=False)
             finally:
                 tmp_data.unlink(missing_ok=True)
         return self._info(key, st, etag, sidecar)
+
+    def _check_condition(self, key: str, if_absent: bool, if_match: str | None) -> None:
+        """``PreconditionFailed`` unless the object is absent (``if_absent``) or exists with ETag ``if_match``."""
+        if if_absent and self.exists(key):
+            raise PreconditionFailed(f"{key!r} already exists in {self.root}", key=key, bucket=self._bucket)
+        if if_match is not None and (not self.exists(key) or self.head(key).etag != if_match):
+            raise PreconditionFailed(f"{key!r} in {self.root} is not ETag {if_match}", key=key, bucket=self._bucket)
 
     def list(self, prefix: str = "", *, suffix: str | None = None) -> Iterator[ObjectInfo]:
         validate_list_prefix(prefix)  # here, not in the generator: a bad prefix fails at the call
@@ -236,9 +273,16 @@ class LocalStore(HeadExists):
         except (FileExistsError, NotADirectoryError) as exc:
             raise InvalidKey(key, "a folder in this key is already an object in this local store") from exc
 
-    def _replace(self, key: str, source: Path, target: Path) -> None:
+    def _land(self, key: str, source: Path, target: Path, *, exclusive: bool) -> None:
+        """Move the written file to its key: replacing what is there, or (``exclusive``) a hard link that fails when
+        anything is, even a writer that took no lock."""
         try:
-            os.replace(source, target)
+            if exclusive:
+                os.link(source, target)
+            else:
+                os.replace(source, target)
+        except FileExistsError as exc:
+            raise PreconditionFailed(f"{key!r} already exists in {self.root}", key=key, bucket=self._bucket) from exc
         except IsADirectoryError as exc:
             raise InvalidKey(key, "this key is a folder of other objects in this local store") from exc
 

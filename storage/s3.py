@@ -31,6 +31,7 @@ from storage.errors import (
     ObjectNotFound,
     ObjectStoreError,
     ObjectTooLarge,
+    PreconditionFailed,
     StoreUnavailable,
 )
 from storage.keys import is_valid_key, normalize_prefix, safe_join, validate_list_prefix
@@ -54,6 +55,10 @@ _ERRORS_BY_CODE: dict[str, type[ObjectStoreError]] = {
     "403": AccessDenied,
     "KeyTooLongError": KeyTooLong,
     "InvalidObjectState": ObjectArchived,
+    "PreconditionFailed": PreconditionFailed,
+    "412": PreconditionFailed,
+    # AWS: a conditional write raced another write of the same key; the other one is the one that counts.
+    "ConditionalRequestConflict": PreconditionFailed,
     "SlowDown": StoreUnavailable,
     "Throttling": StoreUnavailable,
     "ThrottlingException": StoreUnavailable,
@@ -152,24 +157,52 @@ class S3Store(HeadExists):
             reply = self._client.head_object(Bucket=self.bucket, Key=full_key)
         return self._info(key, reply)
 
-    def put(self, key: str, data: bytes, *, content_type: str, metadata: Mapping[str, str] | None = None) -> ObjectInfo:
-        return self._put(key, data, len(data), content_type, metadata)
+    def put(
+        self,
+        key: str,
+        data: bytes,
+        *,
+        content_type: str,
+        metadata: Mapping[str, str] | None = None,
+        if_absent: bool = False,
+        if_match: str | None = None,
+    ) -> ObjectInfo:
+        conditions: dict[str, str] = {}
+        if if_absent:
+            conditions["IfNoneMatch"] = "*"
+        if if_match is not None:
+            conditions["IfMatch"] = f'"{if_match}"'
+        try:
+            return self._put(key, data, len(data), content_type, metadata, conditions)
+        except ObjectNotFound as exc:  # AWS and moto: If-Match of a missing object; SeaweedFS answers 412
+            raise PreconditionFailed(str(exc), key=key, bucket=self.bucket, status=exc.status) from exc
 
     def put_file(
         self, key: str, path: Path, *, content_type: str, metadata: Mapping[str, str] | None = None
     ) -> ObjectInfo:
         """One PUT whose body botocore streams from the file (and rewinds for a retry); S3 takes up to 5 GiB so."""
         with open(path, "rb") as body:  # outside _s3_errors: a missing source file is the caller's bug
-            return self._put(key, body, os.fstat(body.fileno()).st_size, content_type, metadata)
+            return self._put(key, body, os.fstat(body.fileno()).st_size, content_type, metadata, {})
 
     def _put(
-        self, key: str, body: bytes | BinaryIO, size_bytes: int, content_type: str, metadata: Mapping[str, str] | None
+        self,
+        key: str,
+        body: bytes | BinaryIO,
+        size_bytes: int,
+        content_type: str,
+        metadata: Mapping[str, str] | None,
+        conditions: dict[str, str],
     ) -> ObjectInfo:
         full_key = self._full_key(key)
         user_metadata = normalize_metadata(metadata)
         with self._s3_errors(key):
             reply = self._client.put_object(
-                Bucket=self.bucket, Key=full_key, Body=body, ContentType=content_type, Metadata=user_metadata
+                Bucket=self.bucket,
+                Key=full_key,
+                Body=body,
+                ContentType=content_type,
+                Metadata=user_metadata,
+                **conditions,
             )
         return ObjectInfo(
             key=key,

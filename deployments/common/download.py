@@ -38,7 +38,6 @@ from deployments.common.errors import InvalidParameter, ModelUnavailable, Storag
 from deployments.common.provenance import (
     PARTIAL_SUFFIX,
     Provenance,
-    file_lock,
     provenance_path,
     read_provenance,
     write_provenance,
@@ -62,6 +61,7 @@ from deployments.common.weights import (
     sha256_of,
 )
 from storage.base import parse_location
+from storage.locks import file_lock
 
 logger = logging.getLogger(__name__)
 

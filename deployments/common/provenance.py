@@ -1,5 +1,5 @@
-"""The record beside each file ``portrait models pull`` wrote (``<file>.source.json``), and the lock that keeps two
-writers of one file apart.
+"""The record beside each file ``portrait models pull`` wrote (``<file>.source.json``); two writers of one file are
+kept apart by ``storage.locks.file_lock``.
 
 The record says where the bytes came from, when, and their sha256. For a file the manifest does not pin it is the
 trust-on-first-use anchor: the store refuses a later file, or a later download, whose hash differs. For a file
@@ -9,12 +9,9 @@ inputs than the manifest pins is never taken for the right one.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -65,17 +62,3 @@ def write_provenance(path: Path, record: Provenance) -> None:
         tmp.write(json.dumps(record.to_json(), indent=2) + "\n")
     os.chmod(tmp.name, 0o644)  # as readable as the file it describes (a temporary file starts at 0600)
     Path(tmp.name).replace(target)
-
-
-@contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on the folder of ``path`` (created if absent): one writer of files there at a
-    time, across processes and replicas sharing the folder, and no lock file left behind. The kernel drops the lock
-    if the holder dies. Not re-entrant: never nest two of these."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(descriptor)  # closing releases the lock

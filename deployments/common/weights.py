@@ -25,10 +25,10 @@ from deployments.common.errors import InvalidParameter, ModelUnavailable
 from deployments.common.provenance import (
     PARTIAL_SUFFIX,
     PROVENANCE_SUFFIX,
-    file_lock,
     provenance_path,
     read_provenance,
 )
+from storage.locks import file_lock
 
 logger = logging.getLogger(__name__)
 

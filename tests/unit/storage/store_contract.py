@@ -14,7 +14,7 @@ import pytest
 
 from deployments.common.errors import InvalidParameter
 from storage.base import ObjectStore
-from storage.errors import InvalidKey, ObjectNotFound, ObjectTooLarge
+from storage.errors import InvalidKey, ObjectNotFound, ObjectTooLarge, PreconditionFailed
 
 UNICODE_KEY = "in/Zoë & friends/photo 1+2 %41 — 写真.jpg"
 BAD_KEYS = ["", "../x", "in/../../x", "/etc/passwd", "in\\x.jpg", "in/x\x00.jpg", "in//x.jpg", "in/", "./x"]
@@ -137,6 +137,28 @@ class ObjectStoreContract:
 
         assert store.get("out/clip.mp4", max_bytes=100).data == b"new bytes"
         assert (store.head("out/clip.mp4").content_type, store.head("out/clip.mp4").user_metadata) == ("video/mp4", {})
+
+    def test_put_if_absent_writes_once_and_keeps_the_first(self, store: ObjectStore) -> None:
+        first = store.put("idem/k.json", b"first", content_type="application/json", if_absent=True)
+
+        with pytest.raises(PreconditionFailed):
+            store.put("idem/k.json", b"second", content_type="application/json", if_absent=True)
+
+        stored = store.get("idem/k.json", max_bytes=100)
+        assert (stored.data, stored.info.etag, stored.info.content_type) == (b"first", first.etag, "application/json")
+
+    def test_put_if_match_replaces_only_the_version_it_names(self, store: ObjectStore) -> None:
+        old = store.put("idem/k.json", b"old", content_type="application/json")
+        new = store.put("idem/k.json", b"new", content_type="application/json", if_match=old.etag)
+
+        with pytest.raises(PreconditionFailed):
+            store.put("idem/k.json", b"stale writer", content_type="application/json", if_match=old.etag)
+        with pytest.raises(PreconditionFailed):
+            store.put("idem/missing.json", b"x", content_type="application/json", if_match=old.etag)
+
+        assert store.get("idem/k.json", max_bytes=100).data == b"new"
+        assert new.etag == hashlib.md5(b"new").hexdigest()
+        assert not store.exists("idem/missing.json")
 
     def test_missing_object_is_object_not_found(self, store: ObjectStore) -> None:
         with pytest.raises(ObjectNotFound):
