@@ -7,6 +7,7 @@ here when no proxy gave one) so a user's report can be matched with the replica'
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 
 from fastapi import FastAPI, Request
@@ -37,7 +38,8 @@ def _server_error(request: Request, status: int, body: dict, headers: dict[str, 
 
 
 async def _portrait_error(request: Request, exc: PortraitError) -> JSONResponse:
-    headers = {"Retry-After": "5"} if exc.http_status == 503 else None
+    retry_after_s = exc.details.get("retry_after_s", 5 if exc.http_status == 503 else None)
+    headers = {"Retry-After": str(max(1, math.ceil(retry_after_s)))} if retry_after_s is not None else None
     body = error_body(exc.code, exc.message, exc.details)
     if exc.http_status >= 500:
         logger.error("%s on %s %s: %s", exc.code, request.method, request.url.path, exc.message, exc_info=exc)

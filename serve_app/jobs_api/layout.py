@@ -5,7 +5,8 @@
     out/<task>/_errors/<owner>/<id>.json    ``ErrorRecord`` when the job failed
     jobs/<owner>/<id>.json                  ``JobRecord``: task, options, callback, times (written at submit)
     jobs/<owner>/<id>.state.json            ``JobState``: cancelled or running, progress, callback deliveries
-    idem/<owner>/<sha256 of the key>.json   the job an idempotency key named
+    idem/<owner>/<sha256 of the key>.json   ``IdempotencyClaim``: the job an idempotency key names (a conditional
+                                            write creates it, so racing submits make one job)
 
 ``owner`` is the API key's id (``anonymous`` without keys): a key sees only its own jobs. A job id is
 ``<expiry, unix seconds in hex>-<24 random hex>``: an id past its expiry answers 410 ``gone`` whether or not the

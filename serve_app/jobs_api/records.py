@@ -29,6 +29,16 @@ class JobRecord(BaseModel):
     input_bytes: int
 
 
+class IdempotencyClaim(BaseModel):
+    """``idem/<owner>/<sha256 of the key>.json``: the job an idempotency key names. Created by a conditional write, so
+    of submits racing with one key exactly one claims it; ``accepted`` once its job is stored and queued."""
+
+    id: str
+    fingerprint: str | None = None  # sha256 of what was submitted (None: written before fingerprints existed)
+    accepted: bool = True  # pointers written before claims existed were written after acceptance
+    claimed_at: datetime | None = None
+
+
 class CallbackState(BaseModel):
     attempts: int = 0
     delivered_at: datetime | None = None

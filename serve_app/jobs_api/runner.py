@@ -172,7 +172,7 @@ class JobsRunner:
         deleted = 0
         for ref in list(self.store.refs()):
             if expiry_of(ref.id) <= now:
-                deleted += self.store.delete(ref, self.store.record(ref))
+                deleted += self.store.purge(ref)
         return deleted
 
     async def drain(self) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -15,9 +17,14 @@ from typing import Any, Protocol
 from deployments.common.errors import InputError, PortraitError
 from serve_app.jobs_api.config import JobsConfig
 from serve_app.jobs_api.layout import JobRef, expiry_of, is_job_id, new_job_id
-from serve_app.jobs_api.records import JobRecord, JobState, JobStatus, JobView
+from serve_app.jobs_api.records import IdempotencyClaim, JobRecord, JobState, JobStatus, JobView
 from serve_app.jobs_api.runner import JobsRunner
 from serve_app.jobs_api.store import JobStore
+from storage.errors import PreconditionFailed
+
+CLAIM_TTL_S = 300.0  # an idempotency claim not accepted by then was left by a submit that died
+CLAIM_WAIT_S = 10.0  # how long a submit waits for the one that claimed its key, before 409 idempotency_in_progress
+CLAIM_POLL_S = 0.05
 
 
 class JobNotFound(InputError):
@@ -34,6 +41,20 @@ class JobGone(InputError):
 
 class JobNotReady(InputError):
     code = "not_ready"
+    http_status = 409
+
+
+class IdempotencyKeyReused(InputError):
+    """The idempotency key named a job submitted with other content: a key names one submission, never two."""
+
+    code = "idempotency_key_reused"
+    http_status = 422
+
+
+class IdempotencyInProgress(InputError):
+    """The submit that claimed the idempotency key has not finished accepting its job yet (``Retry-After``)."""
+
+    code = "idempotency_in_progress"
     http_status = 409
 
 
@@ -62,6 +83,12 @@ class Submission:
     idempotency_key: str | None = None
 
 
+def _fingerprint(job: Submission) -> str:
+    """What a repeated submit must repeat: task, options, callback and input bytes."""
+    described = json.dumps([job.task, job.fields, job.callback_url], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(described.encode() + hashlib.sha256(job.data).digest()).hexdigest()
+
+
 class JobsService:
     def __init__(
         self, config: JobsConfig, store: JobStore, queue: JobQueue, clock: Callable[[], datetime] | None = None
@@ -72,17 +99,72 @@ class JobsService:
         self._clock = clock or (lambda: datetime.now(UTC))
 
     async def submit(self, owner: str, job: Submission) -> tuple[JobView, bool]:
-        """(the job, whether it is new): the same idempotency key of the same owner gives the same job."""
-        digest = hashlib.sha256(job.idempotency_key.encode()).hexdigest() if job.idempotency_key else None
-        if digest is not None:
-            earlier = await asyncio.to_thread(self.store.idempotent_job, owner, digest)
-            if earlier is not None and expiry_of(earlier) > self._clock():
-                view = await asyncio.to_thread(self.store.view, JobRef(owner, earlier))
-                if view is not None:
-                    return view, False
+        """(the job, whether it is new): the same idempotency key of the same owner gives the same job, however close
+        together the submits come (``_submit_once``)."""
+        if job.idempotency_key is None:
+            record = self._new_record(owner, job, None)
+            return await self._accept(record, job), True
+        digest = hashlib.sha256(job.idempotency_key.encode()).hexdigest()
+        return await self._submit_once(owner, job, digest)
+
+    async def _submit_once(self, owner: str, job: Submission, digest: str) -> tuple[JobView, bool]:
+        """One job per idempotency key: the submit whose conditional write creates the key's claim stores and queues
+        the job, then marks the claim accepted; the others wait for that and answer the same job. A claim of an
+        expired job, or one left unaccepted past ``CLAIM_TTL_S`` (its submit died), is replaced, again conditionally.
+        """
+        fingerprint = _fingerprint(job)
+        give_up_at = time.monotonic() + CLAIM_WAIT_S
+        while time.monotonic() < give_up_at:
+            found = await asyncio.to_thread(self.store.claim, owner, digest)
+            claim, etag = found or (None, None)
+            if claim is not None and self._live(claim):
+                if claim.fingerprint not in (None, fingerprint):
+                    raise IdempotencyKeyReused(
+                        "this idempotency_key was used for another submission (task, options, callback or input)",
+                        details={"id": claim.id},
+                    )
+                if claim.accepted:
+                    view = await asyncio.to_thread(self.store.view, JobRef(owner, claim.id))
+                    if view is not None:
+                        return view, False
+                    # Its job was deleted (DELETE of a finished job): the key is free again.
+                else:
+                    await asyncio.sleep(CLAIM_POLL_S)  # its submit is storing and queueing the job
+                    continue
+            record = self._new_record(owner, job, digest)
+            mine = IdempotencyClaim(id=record.id, fingerprint=fingerprint, accepted=False, claimed_at=record.created_at)
+            try:
+                my_etag = await asyncio.to_thread(self.store.write_claim, owner, digest, mine, replacing=etag)
+            except PreconditionFailed:
+                continue  # another submit claimed the key first: answer its job
+            if claim is not None and not claim.accepted:  # abandoned: its submit died between claim and acceptance
+                await asyncio.to_thread(self.store.purge, JobRef(owner, claim.id))
+            view = await self._accept(record, job)
+            try:
+                accepted = mine.model_copy(update={"accepted": True})
+                await asyncio.to_thread(self.store.write_claim, owner, digest, accepted, replacing=my_etag)
+            except PreconditionFailed:  # too slow: our claim was taken as abandoned, and this job must not exist
+                await asyncio.to_thread(self.store.delete, JobRef(owner, record.id), record)
+                continue
+            return view, True
+        raise IdempotencyInProgress(
+            "another submit with this idempotency_key is still being accepted; retry shortly",
+            details={"retry_after_s": 1},
+        )
+
+    def _live(self, claim: IdempotencyClaim) -> bool:
+        """Whether the claim still holds its key: its job has not expired, and it was accepted or is recent."""
+        now = self._clock()
+        if not is_job_id(claim.id) or expiry_of(claim.id) <= now:
+            return False
+        if claim.accepted:
+            return True
+        return claim.claimed_at is not None and (now - claim.claimed_at).total_seconds() < CLAIM_TTL_S
+
+    def _new_record(self, owner: str, job: Submission, digest: str | None) -> JobRecord:
         created_at = self._clock()
         expires_at = created_at + timedelta(seconds=self.config.retention_s)
-        record = JobRecord(
+        return JobRecord(
             id=new_job_id(expires_at),
             task=job.task,
             owner=owner,
@@ -93,15 +175,17 @@ class JobsService:
             expires_at=expires_at,
             input_bytes=len(job.data),
         )
-        ref = JobRef(owner, record.id)
+
+    async def _accept(self, record: JobRecord, job: Submission) -> JobView:
+        """Store the job, then queue it; refused by the queue, it is deleted (nothing accepted, nothing kept)."""
+        ref = JobRef(record.owner, record.id)
         await asyncio.to_thread(self.store.create, record, job.data, job.fields)
         try:
             await self._queue.enqueue(job.task, ref)
         except PortraitError:
-            await asyncio.to_thread(self.store.delete, ref, record)  # refused: nothing accepted, nothing kept
+            await asyncio.to_thread(self.store.delete, ref, record)
             raise
-        await asyncio.to_thread(self.store.remember_idempotency, record)
-        return JobView(record=record, state=JobState(updated_at=created_at)), True
+        return JobView(record=record, state=JobState(updated_at=record.created_at))
 
     async def view(self, owner: str, job_id: str) -> JobView:
         """404 for an id that is not the owner's, 410 for one past its expiry."""

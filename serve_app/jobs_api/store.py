@@ -7,12 +7,14 @@ import base64
 import json
 import logging
 import os
+import uuid
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from deployments.common.errors import InvalidParameter
 from serve_app.bucket.leases import Lease
 from serve_app.bucket.records import (
     ATTACHMENTS_FOLDER,
@@ -27,9 +29,9 @@ from serve_app.jobs.results import COMPANIONS, companions_json
 from serve_app.jobs.video import read_progress, work_prefix
 from serve_app.jobs_api.config import within
 from serve_app.jobs_api.layout import JobRef, idempotency_key, is_job_id
-from serve_app.jobs_api.records import JobRecord, JobState, JobView
+from serve_app.jobs_api.records import IdempotencyClaim, JobRecord, JobState, JobView
 from storage.base import Location, ObjectStore, StoreSettings, open_store, parse_location
-from storage.errors import ObjectNotFound
+from storage.errors import ObjectNotFound, PreconditionFailed
 from storage.keys import lease_name
 
 logger = logging.getLogger(__name__)
@@ -48,10 +50,28 @@ class JobStore:
         self._outputs = {task: open_store(parse_location(within(location, "out", task)), settings) for task in tasks}
 
     def prepare(self) -> None:
-        """Make a local store's input folders (the bucket runner refuses a route whose input folder is missing)."""
+        """Make a local store's input folders (the bucket runner refuses a route whose input folder is missing), and
+        check that the store enforces conditional writes, which idempotency keys rest on."""
         if self.location.scheme == "file":
             for task in self._inputs:
                 os.makedirs(within(self.location, "in", task), exist_ok=True)
+        self._check_conditional_writes()
+
+    def _check_conditional_writes(self) -> None:
+        """An S3 server that ignores ``If-None-Match`` would let two submits with one idempotency key both win."""
+        probe = f"probes/{uuid.uuid4().hex}.json"
+        self.root.put(probe, b"{}", content_type=JSON_TYPE, if_absent=True)
+        try:
+            self.root.put(probe, b"{}", content_type=JSON_TYPE, if_absent=True)
+        except PreconditionFailed:
+            return
+        finally:
+            self.root.delete(probe)
+        raise InvalidParameter(
+            f"the jobs store {self.location} ignores conditional writes (If-None-Match: *), so idempotency keys "
+            "cannot hold there: use a store that enforces them (AWS S3, recent MinIO, SeaweedFS, R2, a folder)",
+            details={"store": str(self.location)},
+        )
 
     def __repr__(self) -> str:
         return f"JobStore({self.location})"
@@ -73,10 +93,18 @@ class JobStore:
     def put_state(self, ref: JobRef, state: JobState) -> None:
         self.root.put(ref.state_key, _dump(state), content_type=JSON_TYPE)
 
-    def remember_idempotency(self, record: JobRecord) -> None:
-        if record.idempotency is not None:
-            key = idempotency_key(record.owner, record.idempotency)
-            self.root.put(key, json.dumps({"id": record.id}).encode(), content_type=JSON_TYPE)
+    def write_claim(self, owner: str, digest: str, claim: IdempotencyClaim, *, replacing: str | None) -> str:
+        """Create the idempotency key's claim (``replacing`` None) or replace the one of ETag ``replacing``; its new
+        ETag. ``PreconditionFailed`` when another submit wrote first: the store decides, so this holds across
+        replicas."""
+        info = self.root.put(
+            idempotency_key(owner, digest),
+            _dump(claim),
+            content_type=JSON_TYPE,
+            if_absent=replacing is None,
+            if_match=replacing,
+        )
+        return info.etag
 
     def delete_input(self, ref: JobRef, task: str) -> None:
         self._inputs[task].delete(ref.key)
@@ -98,11 +126,22 @@ class JobStore:
         deleted = 0
         if record is not None:
             deleted += self.delete_data(ref, record.task)
-            if record.idempotency is not None:
-                self.root.delete(idempotency_key(record.owner, record.idempotency))
+            self._forget_claim(record)
         self.root.delete(ref.state_key)
         self.root.delete(ref.record_key)
         return deleted + 2
+
+    def purge(self, ref: JobRef) -> int:
+        """``delete`` of a job known by its reference only (expired, or abandoned at submit)."""
+        return self.delete(ref, self.record(ref))
+
+    def _forget_claim(self, record: JobRecord) -> None:
+        """Delete the idempotency claim if it still names this job (a later job may hold the key now)."""
+        if record.idempotency is None:
+            return
+        found = self.claim(record.owner, record.idempotency)
+        if found is not None and (found[0] is None or found[0].id == record.id):
+            self.root.delete(idempotency_key(record.owner, record.idempotency))
 
     # Reading ------------------------------------------------------------------------------------------------------
 
@@ -127,9 +166,17 @@ class JobStore:
         lease = _read(self._outputs[task], lease_name(ref.key), Lease)
         return lease is not None and lease.expires_at > datetime.now(UTC)
 
-    def idempotent_job(self, owner: str, digest: str) -> str | None:
-        pointer = _read_json(self.root, idempotency_key(owner, digest))
-        return pointer.get("id") if isinstance(pointer, dict) else None
+    def claim(self, owner: str, digest: str) -> tuple[IdempotencyClaim | None, str] | None:
+        """(the idempotency key's claim, None if unreadable; its ETag), or None when the key is free."""
+        try:
+            stored = self.root.get(idempotency_key(owner, digest), max_bytes=MAX_RECORD_BYTES)
+        except ObjectNotFound:
+            return None
+        try:
+            return IdempotencyClaim.model_validate_json(stored.data), stored.info.etag
+        except ValidationError:
+            logger.warning("%s: unreadable idempotency claim of %s (replaced by the next submit)", self, owner)
+            return None, stored.info.etag
 
     def result_body(self, view: JobView) -> bytes:
         stored = view.result
