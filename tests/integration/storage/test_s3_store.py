@@ -6,7 +6,6 @@ SeaweedFS is the real S3 server; moto also runs the contract because other modul
 from __future__ import annotations
 
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -15,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from storage.base import ObjectStore, open_store
-from storage.errors import BucketNotFound, ObjectNotFound, PreconditionFailed, StoreUnavailable
+from storage.errors import BucketNotFound, ObjectNotFound, StoreUnavailable
 from storage.local import LocalStore
 from storage.s3 import S3Store
 from tests.integration.conftest import S3Endpoint, free_ports
-from tests.unit.storage.store_contract import ObjectStoreContract
+from tests.unit.storage.store_contract import ObjectStoreContract, race_to_create
 
 pytestmark = pytest.mark.slow
 
@@ -148,28 +147,12 @@ def _impatient_store(port: int, *, max_attempts: int) -> S3Store:
 
 def test_racing_creates_of_one_key_have_exactly_one_winner_on_a_real_server(seaweed_s3: S3Endpoint) -> None:
     """``If-None-Match: *`` as SeaweedFS enforces it: eight writers (own clients, as replicas) create one key."""
-    writers = 8
     bucket = _new_bucket(seaweed_s3)
-    stores = [S3Store(bucket, **_connection(seaweed_s3)) for _ in range(writers)]
-    start = threading.Barrier(writers)
-    won: list[bytes] = []
-
-    def create(index: int) -> None:
-        body = f"writer {index}".encode()
-        start.wait()
-        try:
-            stores[index].put("idem/owner/key.json", body, content_type="application/json", if_absent=True)
-            won.append(body)
-        except PreconditionFailed:
-            pass
-
+    stores = [S3Store(bucket, **_connection(seaweed_s3)) for _ in range(8)]
     for _round in range(5):
         stores[0].delete("idem/owner/key.json")
-        won.clear()
-        threads = [threading.Thread(target=create, args=(index,)) for index in range(writers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+
+        won = race_to_create(stores, "idem/owner/key.json")
+
         assert len(won) == 1
         assert stores[0].get("idem/owner/key.json", max_bytes=100).data == won[0]

@@ -7,6 +7,7 @@ A test module subclasses ``ObjectStoreContract`` (named so pytest does not colle
 from __future__ import annotations
 
 import hashlib
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -30,6 +31,28 @@ class _RecordingFile:
     def write(self, chunk: bytes) -> int:
         self.chunks.append(bytes(chunk))
         return len(chunk)
+
+
+def race_to_create(stores: list[ObjectStore], key: str) -> list[bytes]:
+    """Each store (as one replica would hold it) creates ``key`` with ``if_absent`` at once; the bodies that won."""
+    start = threading.Barrier(len(stores))
+    won: list[bytes] = []
+
+    def create(index: int) -> None:
+        body = f"writer {index}".encode()
+        start.wait()
+        try:
+            stores[index].put(key, body, content_type="application/json", if_absent=True)
+            won.append(body)
+        except PreconditionFailed:
+            pass
+
+    threads = [threading.Thread(target=create, args=(index,)) for index in range(len(stores))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return won
 
 
 class ObjectStoreContract:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from storage.errors import InvalidKey, ObjectStoreError, PreconditionFailed
+from storage.errors import InvalidKey, ObjectStoreError
 from storage.local import HIDDEN_DIR, LocalStore
-from tests.unit.storage.store_contract import ObjectStoreContract
+from tests.unit.storage.store_contract import ObjectStoreContract, race_to_create
 
 
 @pytest.fixture
@@ -152,27 +152,10 @@ def test_put_file_copies_a_chunk_at_a_time_never_the_whole_file(store: LocalStor
 @pytest.mark.parametrize("round_", range(20))
 def test_racing_creates_of_one_key_have_exactly_one_winner(tmp_path: Path, round_: int) -> None:
     """Eight writers, each through its own store (as replicas sharing the folder would be), create one key at once."""
-    writers = 8
-    stores = [LocalStore(tmp_path / "bucket") for _ in range(writers)]
-    start = threading.Barrier(writers)
-    won: list[bytes] = []
-    lost: list[bytes] = []
+    stores = [LocalStore(tmp_path / "bucket") for _ in range(8)]
 
-    def create(index: int) -> None:
-        body = f"writer {index}".encode()
-        start.wait()
-        try:
-            stores[index].put("idem/owner/key.json", body, content_type="application/json", if_absent=True)
-            won.append(body)
-        except PreconditionFailed:
-            lost.append(body)
+    won = race_to_create(stores, "idem/owner/key.json")
 
-    threads = [threading.Thread(target=create, args=(index,)) for index in range(writers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-    assert (len(won), len(lost)) == (1, writers - 1)
+    assert len(won) == 1
     assert stores[0].get("idem/owner/key.json", max_bytes=100).data == won[0]
     assert stores[0].head("idem/owner/key.json").etag == hashlib.md5(won[0]).hexdigest()
