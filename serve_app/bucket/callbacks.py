@@ -14,20 +14,20 @@ from serve_app.bucket.outcomes import ObjectOutcome, Status
 from serve_app.bucket.records import ResultRecord, find_records, record_names
 from serve_app.bucket.routing import Route
 from serve_app.jobs_api.background import Background
-from serve_app.jobs_api.callbacks import Poster, deliver, post_to
+from serve_app.jobs_api.callbacks import Poster, callback_poster, deliver
 from serve_app.jobs_api.config import JobsConfig
 from storage.base import open_store
 
 
 class RouteCallbacks:
-    def __init__(self, routes: Iterable[Route], config: JobsConfig, *, post: Poster = post_to) -> None:
+    def __init__(self, routes: Iterable[Route], config: JobsConfig, *, post: Poster | None = None) -> None:
         self._routes = {route.name: route for route in routes if route.callback_url}
         if self._routes and config.callback_secret is None:
             raise InvalidParameter(
                 f"routes {sorted(self._routes)} have a callback_url: set args.jobs.callback_secret to sign them"
             )
         self._config = config
-        self._post = post
+        self._post = post or callback_poster(config)
         self._outputs = {name: open_store(route.output, route.store) for name, route in self._routes.items()}
         self._sending = Background("a bucket route's callback")
 

@@ -4,8 +4,10 @@
 
 The secret is the key's ``callback_secret``, else ``args.jobs.callback_secret``. A callback goes only to a public
 address (resolved once, and that address is the one connected to), on port 80 or 443, unless its host, its address
-or a network holding it is listed in ``args.jobs.callback_hosts``. Delivery is at least once: the receiver dedupes
-by job id.
+or a network holding it is listed in ``args.jobs.callback_hosts``. An https receiver's certificate is always verified,
+for the URL's host name: against the public roots httpx trusts (certifi, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``), plus
+the CAs of ``args.jobs.callback_ca_file`` for receivers behind a private CA. Delivery is at least once: the receiver
+dedupes by job id.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import hashlib
 import hmac
 import ipaddress
 import socket
+import ssl
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
@@ -88,12 +91,41 @@ def resolve_target(url: str, config: JobsConfig) -> Target:
 Poster = Callable[[Target, bytes, dict[str, str], float], Awaitable[int]]
 
 
-async def post_to(target: Target, body: bytes, headers: dict[str, str], timeout_s: float) -> int:
-    """POST to the checked address (not a second lookup of the name), with the URL's host for Host and TLS."""
+def tls_context(config: JobsConfig) -> ssl.SSLContext:
+    """What https callbacks trust: the public roots, plus ``callback_ca_file``'s CAs (``InvalidParameter`` when that
+    file cannot be read as PEM certificates: a start-up error, not a callback failing for an hour)."""
+    context = httpx.create_ssl_context()
+    if config.callback_ca_file is not None:
+        try:
+            context.load_verify_locations(cafile=config.callback_ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise InvalidParameter(
+                f"args.jobs.callback_ca_file {config.callback_ca_file!r} is not a readable PEM file of CA "
+                f"certificates: {exc}",
+                details={"callback_ca_file": config.callback_ca_file},
+            ) from exc
+    return context
+
+
+def callback_poster(config: JobsConfig) -> Poster:
+    """The ``Poster`` that sends: ``post_to`` with the configuration's TLS trust, built once."""
+    tls = tls_context(config)
+
+    async def post(target: Target, body: bytes, headers: dict[str, str], timeout_s: float) -> int:
+        return await post_to(target, body, headers, timeout_s, tls=tls)
+
+    return post
+
+
+async def post_to(
+    target: Target, body: bytes, headers: dict[str, str], timeout_s: float, *, tls: ssl.SSLContext
+) -> int:
+    """POST to the checked address (not a second lookup of the name), with the URL's host for Host and TLS (SNI and
+    the certificate's name)."""
     parsed = urllib.parse.urlsplit(target.url)
     literal = f"[{target.address}]" if ":" in target.address else target.address
     pinned = parsed._replace(netloc=f"{literal}:{target.port}").geturl()
-    async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False) as client:
+    async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False, verify=tls) as client:
         answer = await client.post(
             pinned,
             content=body,

@@ -32,6 +32,11 @@ class JobsConfig(BaseModel):
     callback_hosts: tuple[str, ...] = Field(
         (), description="hosts or CIDRs a callback may reach besides public addresses (e.g. 127.0.0.1, 10.0.0.0/8)"
     )
+    callback_ca_file: str | None = Field(
+        None,
+        description="PEM file of CA certificates trusted for https callbacks besides the public roots (a receiver "
+        "with a private or self-signed certificate); read where the bucket runner runs",
+    )
     callback_retry_s: float = Field(3900.0, ge=3600, description="how long a failing callback is retried")
     callback_timeout_s: float = Field(10.0, gt=0, le=60)
     sweep_interval_s: float = Field(10.0, gt=0, le=3600, description="how often expired jobs are looked for")

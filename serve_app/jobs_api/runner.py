@@ -23,7 +23,7 @@ from serve_app.bucket.outcomes import ObjectOutcome, Status
 from serve_app.bucket.routing import BucketRoute
 from serve_app.bucket.runner import BucketWorker
 from serve_app.jobs_api.background import Background
-from serve_app.jobs_api.callbacks import Poster, deliver, post_to
+from serve_app.jobs_api.callbacks import Poster, callback_poster, deliver
 from serve_app.jobs_api.config import JobsConfig, within
 from serve_app.jobs_api.layout import JobRef, expiry_of, job_of_route, route_name
 from serve_app.jobs_api.records import CallbackState, JobView, job_json
@@ -58,12 +58,12 @@ class JobsRunner:
         store: JobStore,
         keys: KeyRing,
         *,
-        post: Poster = post_to,
+        post: Poster | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self._keys = keys
-        self._post = post
+        self._post = post or callback_poster(config)
         self._worker: BucketWorker | None = None
         self._open: set[JobRef] = set()  # accepted here and not yet ended: the queue max_queued bounds
         self._finishing: set[JobRef] = set()

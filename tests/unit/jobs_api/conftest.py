@@ -54,14 +54,17 @@ class JobsApp:
         raise AssertionError(f"job {job_id} did not end: {body}")
 
 
-def make_jobs_app(tmp_path, backend, context, *, keys: dict | None = None, **config) -> JobsApp:
+def make_jobs_app(
+    tmp_path, backend, context, *, keys: dict | None = None, send_callbacks: bool = False, **config
+) -> JobsApp:
+    """``send_callbacks``: callbacks go out over the network (``callback_poster``), not to ``receiver``."""
     settings = {"store": str(tmp_path / "jobs"), "callback_secret": SECRET, "callback_hosts": ["127.0.0.1"]}
     jobs = JobsConfig.model_validate({**settings, **config})
     store = JobStore(jobs.location(None), jobs.s3, JOBS)
     store.prepare()
     ring = KeyRing([ApiKeyIn.model_validate({**spec, "sha256": hash_key(t)}) for t, spec in (keys or {}).items()])
     receiver = Receiver()
-    runner = JobsRunner(jobs, store, ring, post=receiver.post)
+    runner = JobsRunner(jobs, store, ring, post=None if send_callbacks else receiver.post)
     table = build_routing_table(job_routes(jobs, store, JOBS), context)
     worker = BucketWorker(table, job_executor(backend, context), context, on_outcome=runner.observe)
     runner.attach(worker)
