@@ -177,10 +177,11 @@ class JobsService:
         )
 
     async def _accept(self, record: JobRecord, job: Submission) -> JobView:
-        """Store the job, then queue it; refused by the queue, it is deleted (nothing accepted, nothing kept)."""
+        """Store the job, then queue it; refused by the queue or the store, what was written is deleted, the key's
+        claim with it (nothing accepted, nothing kept, and the next submit with the key goes ahead at once)."""
         ref = JobRef(record.owner, record.id)
-        await asyncio.to_thread(self.store.create, record, job.data, job.fields)
         try:
+            await asyncio.to_thread(self.store.create, record, job.data, job.fields)
             await self._queue.enqueue(job.task, ref)
         except PortraitError:
             await asyncio.to_thread(self.store.delete, ref, record)

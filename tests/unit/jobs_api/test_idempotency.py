@@ -20,6 +20,7 @@ from serve_app.jobs_api import service as service_module
 from serve_app.jobs_api.layout import JobRef, idempotency_key
 from serve_app.jobs_api.records import IdempotencyClaim
 from serve_app.jobs_api.service import IdempotencyKeyReused, Submission
+from storage.errors import StoreUnavailable
 from storage.local import LocalStore
 from tests.unit.jobs_api.test_jobs_api import files_of
 
@@ -190,6 +191,25 @@ def test_a_refused_submit_frees_its_key(tmp_path):
 
     assert created and queue.queued == [JobRef("alice", view.record.id)]
     assert [ref.id for ref in service.store.refs()] == [view.record.id]
+
+
+def test_a_submit_the_store_failed_frees_its_key(tmp_path, monkeypatch):
+    queue = RecordingQueue()
+    service = replica(tmp_path, queue)
+    create = service.store.create
+
+    def fails_once(record, data, fields):
+        monkeypatch.setattr(service.store, "create", create)
+        create(record, data, fields)  # the record landed, then the store went away before the input did
+        raise StoreUnavailable("the store did not answer", key=f"in/cartoon/alice/{record.id}")
+
+    monkeypatch.setattr(service.store, "create", fails_once)
+    with pytest.raises(StoreUnavailable):
+        asyncio.run(service.submit("alice", submission("order-17")))
+    assert list(service.store.root.list()) == []
+    view, created = asyncio.run(service.submit("alice", submission("order-17")))
+
+    assert created and queue.queued == [JobRef("alice", view.record.id)]
 
 
 def test_the_same_content_is_the_same_job_and_other_content_is_refused(tmp_path):
