@@ -12,12 +12,13 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from deployments.common.errors import ImageTooLarge, InvalidParameter
+from deployments.common.errors import InvalidParameter
+from serve_app.byte_caps import MediaCaps, media_caps
 from serve_app.instructions import InstructionsConfig
 from serve_app.openai_wire import IN_MESSAGES, ChatMessage, ChatRequest
 from serve_app.remote_images import fetch_image
 from serve_app.settings import Settings
-from serve_app.uploads import BASE64_GROWTH, body_limit_bytes, read_body
+from serve_app.uploads import BASE64_GROWTH, UploadCap, base64_head, read_body
 
 
 def text_and_image_url(messages: list[ChatMessage]) -> tuple[str, str | None]:
@@ -47,15 +48,17 @@ def _image_urls(message: ChatMessage) -> list[str]:
     return [url for url in urls if isinstance(url, str)]
 
 
-async def image_from_url(url: str, config: InstructionsConfig, max_bytes: int) -> bytes:
-    """The photo of a data URL, or of an http(s) URL the config allows (:mod:`serve_app.remote_images`)."""
+async def image_from_url(url: str, config: InstructionsConfig, caps: MediaCaps) -> bytes:
+    """The photo of a data URL, or of an http(s) URL the config allows (:mod:`serve_app.remote_images`), each under
+    its kind's cap (``serve_app.byte_caps``)."""
     if not url.startswith("data:"):
-        return await fetch_image(url, config, max_bytes)
+        return await fetch_image(url, config, caps)
     header, _, encoded = url.partition(",")
     if not header.endswith(";base64"):
         raise InvalidParameter("an image data URL must be base64 (data:image/jpeg;base64,...)", details=IN_MESSAGES)
-    if len(encoded) > max_bytes * BASE64_GROWTH + 4:
-        raise ImageTooLarge(f"the image data URL holds more than {max_bytes} bytes")
+    cap = caps.cap_for(base64_head(encoded.encode("ascii", "replace")) or b"")
+    if len(encoded) > cap.max_bytes * BASE64_GROWTH + 4:
+        raise cap.refusal(f"the data URL holds about {len(encoded) * 3 // 4} bytes")
     try:
         return await asyncio.to_thread(base64.b64decode, encoded, validate=True)  # 0.5 s at the cap: off the loop
     except (binascii.Error, ValueError) as exc:
@@ -64,8 +67,8 @@ async def image_from_url(url: str, config: InstructionsConfig, max_bytes: int) -
 
 async def read_chat_request(request: Request, settings: Settings) -> ChatRequest:
     """The body, streamed under the JSON cap (a photo travels base64 inside it) and the body deadline."""
-    limit_bytes = body_limit_bytes("application/json", settings.max_image_bytes)
-    body = await read_body(request, limit_bytes=limit_bytes, timeout_s=settings.body_timeout_s)
+    cap = UploadCap(media_caps(settings.max_image_bytes, None), "application/json")
+    body = await read_body(request, cap=cap, timeout_s=settings.body_timeout_s)
     try:
         return await asyncio.to_thread(ChatRequest.model_validate_json, body)
     except ValidationError as exc:

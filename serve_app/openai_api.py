@@ -28,6 +28,7 @@ from deployments.cartoon.styles import cartoon_styles
 from deployments.common.errors import InvalidParameter
 from deployments.common.weights import ModelSpec
 from serve_app.app_state import backend_of, settings_of
+from serve_app.byte_caps import media_caps
 from serve_app.chat_messages import image_from_url, read_chat_request, text_and_image_url
 from serve_app.deadlines import within_request_timeout
 from serve_app.instructions import Instruction, InstructionInterpreter, InstructionsConfig, JobHint, build_interpreter
@@ -247,7 +248,7 @@ async def chat_completions(request: Request) -> Response:
             "no photo: add an image_url part (data:image/jpeg;base64,...) to the user message",
             details=IN_MESSAGES,
         )
-    image = await image_from_url(image_url, _config(request), settings.max_image_bytes)
+    image = await image_from_url(image_url, _config(request), media_caps(settings.max_image_bytes, None))
     instruction, result = await _run_prompt(request, prompt, image, body.model)
     summary = _summary(prompt, instruction, result)
     content = f"![result]({_data_url(result.body, result.media_type)})\n\n{summary}"

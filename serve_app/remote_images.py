@@ -25,7 +25,8 @@ import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from deployments.common.errors import ImageTooLarge, InvalidParameter
+from deployments.common.errors import InvalidParameter
+from serve_app.byte_caps import SNIFF_BYTES, MediaCaps
 from serve_app.instructions import InstructionsConfig
 from serve_app.openai_wire import IN_MESSAGES, RemoteImageRefused
 
@@ -84,12 +85,12 @@ def parse_image_url(url: str, config: InstructionsConfig) -> RemoteImage:
     return RemoteImage(parsed.scheme, host, port, target)
 
 
-async def fetch_image(url: str, config: InstructionsConfig, max_bytes: int) -> bytes:
+async def fetch_image(url: str, config: InstructionsConfig, caps: MediaCaps) -> bytes:
     """The image at ``url`` (see the module docstring for what is refused), within one deadline."""
     remote = parse_image_url(url, config)
     try:
         async with asyncio.timeout(config.image_fetch_timeout_s):
-            return await _fetch(remote, config, max_bytes)
+            return await _fetch(remote, config, caps)
     except _FAILURES as exc:
         logger.info("image_url %s:%d not fetched: %s", remote.host, remote.port, exc or type(exc).__name__)
         raise InvalidParameter(
@@ -98,7 +99,7 @@ async def fetch_image(url: str, config: InstructionsConfig, max_bytes: int) -> b
         ) from None
 
 
-async def _fetch(remote: RemoteImage, config: InstructionsConfig, max_bytes: int) -> bytes:
+async def _fetch(remote: RemoteImage, config: InstructionsConfig, caps: MediaCaps) -> bytes:
     address = await _resolve_once(remote, config)
     tls = ssl.create_default_context() if remote.scheme == "https" else None
     reader, writer = await asyncio.open_connection(
@@ -109,13 +110,16 @@ async def _fetch(remote: RemoteImage, config: InstructionsConfig, max_bytes: int
         writer.write(request.encode("ascii", "strict"))
         await writer.drain()
         declared = await _read_head(reader)
-        if declared is not None and declared > max_bytes:
-            raise ImageTooLarge(f"the image at image_url has {declared} bytes; the limit is {max_bytes}")
         data = bytearray()
-        while len(data) <= max_bytes and (chunk := await reader.read(max_bytes + 1 - len(data))):
+        while len(data) < SNIFF_BYTES and (chunk := await reader.read(SNIFF_BYTES - len(data))):
+            data += chunk  # its first bytes say what it is, and so its cap
+        cap = caps.cap_for(bytes(data))
+        if declared is not None and declared > cap.max_bytes:
+            raise cap.refusal(f"the file at image_url has {declared} bytes")
+        while len(data) <= cap.max_bytes and (chunk := await reader.read(cap.max_bytes + 1 - len(data))):
             data += chunk
-        if len(data) > max_bytes:
-            raise ImageTooLarge(f"the image at image_url has more than {max_bytes} bytes")
+        if len(data) > cap.max_bytes:
+            raise cap.refusal(f"the file at image_url has more than {cap.max_bytes} bytes")
         return bytes(data)
     finally:
         writer.close()

@@ -43,7 +43,9 @@ class Settings(ModelSettings):
     video_max_duration_s: float = Field(600.0, gt=0, description="longest video, from its container's header")
     video_max_frames: int = Field(15_000, gt=0, description="most frames of one video")
     video_max_frame_pixels: int = Field(1920 * 1088, gt=0, description="largest frame (before any upscale)")
-    video_max_output_bytes: int = Field(1024**3, gt=0, description="largest encoded result of one video")
+    video_max_output_bytes: int = Field(
+        1024**3, gt=0, le=5 * 1024**3, description="largest encoded result of one video (S3 takes 5 GiB in one PUT)"
+    )
     video_chunk_frames: int = Field(16, ge=1, le=256, description="frames decoded, processed and stored together")
     video_frames_in_flight: int = Field(8, ge=1, le=64, description="frames of one video awaited at once")
     video_detect_every: int = Field(1, ge=1, le=30, description="detect faces on every k-th frame; track between")

@@ -16,16 +16,18 @@ import asyncio
 import base64
 import binascii
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.datastructures import FormData, UploadFile
 from starlette.requests import Request
 from starlette.types import Message
 
-from deployments.common.errors import ImageTooLarge, InputError, InvalidParameter
+from deployments.common.errors import InputError, InvalidParameter
+from serve_app.byte_caps import SNIFF_BYTES, MediaCaps, media_caps
 from serve_app.settings import Settings
 
 BASE64_GROWTH = 4 / 3
@@ -34,6 +36,12 @@ MAX_FORM_FILES = 4  # an OpenAI edits request may carry a mask beside the image;
 MAX_FORM_FIELDS = 64
 # The file fields a form may carry: the photo (or a video job's "video") and OpenAI's edit mask, which we do not use.
 FILE_FIELDS = frozenset({"image", "video", "mask"})
+SNIFF_WITHIN_BYTES = FORM_OVERHEAD_BYTES  # where a body's upload must begin for its kind to be told from its bytes
+_SNIFF_BASE64 = -(-SNIFF_BYTES // 3) * 4  # whole base64 quanta that hold the first SNIFF_BYTES
+_FORM_FILE = re.compile(  # the header block of the file part (HivisionIDPhotos' API names it input_image)
+    rb'content-disposition:[^\r\n]*name="(?:image|video|input_image)"[^\r\n]*\r\n(?:[^\r\n]+\r\n)*\r\n', re.I
+)
+_JSON_DATA = re.compile(rb'"(?:image_b64|url)"\s*:\s*"(?:data:[^,"]{0,200},)?')
 
 
 class BodyTimeout(InputError):
@@ -61,32 +69,120 @@ def body_limit_bytes(content_type: str, max_image_bytes: int) -> int:
     return max_image_bytes
 
 
-async def read_body(
-    request: Request, *, limit_bytes: int, timeout_s: float, too_large: type[InputError] = ImageTooLarge
-) -> bytes:
-    """The whole body, read chunk by chunk: ``too_large`` (413) once it passes ``limit_bytes`` (or declares more),
-    :class:`BodyTimeout` (408) when it has not all arrived within ``timeout_s``."""
+class BodyCap(Protocol):
+    """How many bytes a body may hold, which may depend on what its first bytes show, and the refusal past it."""
+
+    @property
+    def most_bytes(self) -> int: ...
+
+    def limit_bytes(self, start: bytes) -> int | None:
+        """The cap of a body beginning with ``start``; None while those bytes do not tell yet."""
+        ...
+
+    def refusal(self, start: bytes, found: str) -> InputError: ...
+
+
+@dataclass(frozen=True)
+class FixedCap:
+    """One cap whatever the body holds (a bucket notification)."""
+
+    most_bytes: int
+    error: type[InputError]
+
+    def limit_bytes(self, start: bytes) -> int:
+        return self.most_bytes
+
+    def refusal(self, start: bytes, found: str) -> InputError:
+        return self.error(f"{found}; the limit is {self.most_bytes}", details={"max_bytes": self.most_bytes})
+
+
+@dataclass(frozen=True)
+class UploadCap:
+    """The cap of a body of ``content_type`` carrying one upload: its kind's (``serve_app.byte_caps``), sniffed from
+    the upload's first bytes as they arrive, plus the shape's growth; the largest until they do."""
+
+    caps: MediaCaps
+    content_type: str
+    base64_fields: bool = False  # a form whose text field may carry the upload as base64 (HivisionIDPhotos' API)
+
+    @property
+    def most_bytes(self) -> int:
+        return self._body_bytes(self.caps.most_bytes)
+
+    def limit_bytes(self, start: bytes) -> int | None:
+        head = upload_head(start, self.content_type)
+        if head is None and len(start) < SNIFF_WITHIN_BYTES:
+            return None
+        return self._body_bytes(self.caps.cap_for(head or b"").max_bytes)
+
+    def _body_bytes(self, upload_bytes: int) -> int:
+        return body_limit_bytes("application/json" if self.base64_fields else self.content_type, upload_bytes)
+
+    def refusal(self, start: bytes, found: str) -> InputError:
+        return self.caps.cap_for(upload_head(start, self.content_type) or b"").refusal(found)
+
+
+def upload_head(start: bytes, content_type: str) -> bytes | None:
+    """The first ``SNIFF_BYTES`` of the upload a body beginning with ``start`` carries: a raw body's own, the file
+    field's of a form, the decoded ``image_b64`` (or data URL) of JSON; None until they have arrived."""
+    if content_type == "application/json":
+        return _json_head(start)
+    offset = 0
+    if content_type == "multipart/form-data":
+        found = _FORM_FILE.search(start)
+        if found is None:
+            return None
+        offset = found.end()
+    head = start[offset : offset + SNIFF_BYTES]
+    return head if len(head) == SNIFF_BYTES else None
+
+
+def _json_head(start: bytes) -> bytes | None:
+    found = _JSON_DATA.search(start)
+    return base64_head(start[found.end() :]) if found else None
+
+
+def base64_head(encoded: bytes) -> bytes | None:
+    """The first ``SNIFF_BYTES`` of what ``encoded`` (base64, perhaps cut short) holds; None until enough of it is
+    there."""
+    encoded = encoded[:_SNIFF_BASE64]
+    if len(encoded) < _SNIFF_BASE64:
+        return None
+    try:
+        return base64.b64decode(encoded, validate=True)[:SNIFF_BYTES]
+    except (binascii.Error, ValueError):
+        return b""  # not base64 (an http URL, JSON escapes): nothing tells its kind, so a photo's cap
+
+
+async def read_body(request: Request, *, cap: BodyCap, timeout_s: float) -> bytes:
+    """The whole body, read chunk by chunk: ``cap.refusal`` (413) once it passes its cap (or declares more: then
+    after its first bytes, at most ``SNIFF_WITHIN_BYTES``, tell what it carries), :class:`BodyTimeout` (408) when
+    it has not all arrived within ``timeout_s``."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit_bytes:
-        raise too_large(
-            f"the request declares {declared} bytes; the limit is {limit_bytes}", details={"max_bytes": limit_bytes}
-        )
+    declared_bytes = int(declared) if declared.isdigit() else None
     body = bytearray()
+    limit = cap.limit_bytes(b"")
     try:
         async with asyncio.timeout(timeout_s):
-            async for chunk in request.stream():
+            stream = request.stream()
+            while True:
+                if limit is None:
+                    limit = cap.limit_bytes(bytes(body[:SNIFF_WITHIN_BYTES]))
+                if limit is not None and declared_bytes is not None and declared_bytes > limit:
+                    raise cap.refusal(bytes(body[:SNIFF_WITHIN_BYTES]), f"the request declares {declared_bytes} bytes")
+                bound = cap.most_bytes if limit is None else limit
+                if len(body) > bound:
+                    found = f"the request has more than {bound} bytes (refused there)"
+                    raise cap.refusal(bytes(body[:SNIFF_WITHIN_BYTES]), found)
+                chunk = await anext(stream, None)
+                if chunk is None:
+                    return bytes(body)
                 body += chunk
-                if len(body) > limit_bytes:
-                    raise too_large(
-                        f"the request has more than {limit_bytes} bytes; refused at the limit",
-                        details={"max_bytes": limit_bytes},
-                    )
     except TimeoutError:
         raise BodyTimeout(
             f"the request body did not arrive within {timeout_s:g} s ({len(body)} bytes by then)",
             details={"timeout_s": timeout_s},
         ) from None
-    return bytes(body)
 
 
 def load_json(body: bytes, what: str) -> Any:
@@ -98,14 +194,12 @@ def load_json(body: bytes, what: str) -> Any:
         raise InvalidParameter(f"{what} cannot be parsed: {reason}") from None
 
 
-async def read_upload(request: Request, settings: Settings, *, max_bytes: int | None = None) -> Upload:
-    """The image (or, for ``POST /v1/jobs``, the video: ``max_bytes``) and the options of a request."""
+async def read_upload(request: Request, settings: Settings, *, videos: bool = False) -> Upload:
+    """The photo (or, ``videos`` for ``POST /v1/jobs``, the video) and the options of a request, read under the cap
+    of its kind."""
     content_type = media_type(request)
-    body = await read_body(
-        request,
-        limit_bytes=body_limit_bytes(content_type, max_bytes or settings.max_image_bytes),
-        timeout_s=settings.body_timeout_s,
-    )
+    caps = media_caps(settings.max_image_bytes, settings.max_video_bytes if videos else None)
+    body = await read_body(request, cap=UploadCap(caps, content_type), timeout_s=settings.body_timeout_s)
     query = dict(request.query_params)
     if content_type == "multipart/form-data":
         return await _read_multipart(request, body, query)

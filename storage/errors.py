@@ -18,7 +18,8 @@ changes the bucket, its policy or the object (a retry loop must end in an error 
     InvalidParameter (deployments.common.errors)
     └── InvalidKey                              422 invalid_key
     ImageTooLarge (deployments.common.errors)
-    └── ObjectTooLarge                          413 image_too_large  (same code as an oversized HTTP upload)
+    └── ObjectTooLarge                          413 image_too_large  (readers of media say which kind: it carries
+                                                                      the object's first bytes; serve_app.byte_caps)
 """
 
 from __future__ import annotations
@@ -114,9 +115,12 @@ class InvalidKey(InvalidParameter):
 
 
 class ObjectTooLarge(ImageTooLarge):
-    """The object is bigger than the caller's byte cap; raised before the object is read whole."""
+    """The object is bigger than the caller's byte cap; raised before the object is read whole. ``head``: its first
+    bytes (at most ``HEAD_BYTES``), so that the caller can say what kind of content it refused."""
 
-    def __init__(self, key: str, *, size_bytes: int, max_bytes: int) -> None:
+    HEAD_BYTES = 64
+
+    def __init__(self, key: str, *, size_bytes: int, max_bytes: int, head: bytes = b"") -> None:
         super().__init__(
             f"object {key!r} has {size_bytes} bytes, more than the limit of {max_bytes}",
             details={"key": key, "size_bytes": size_bytes, "max_bytes": max_bytes},
@@ -124,3 +128,4 @@ class ObjectTooLarge(ImageTooLarge):
         self.key = key
         self.size_bytes = size_bytes
         self.max_bytes = max_bytes
+        self.head = head[: self.HEAD_BYTES]

@@ -84,12 +84,14 @@ class LocalStore(HeadExists):
         with self._os_errors(key), open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
             st = os.fstat(file.fileno())
             if st.st_size > max_bytes:
-                raise ObjectTooLarge(key, size_bytes=st.st_size, max_bytes=max_bytes)
-            copied, digest = 0, hashlib.md5()
+                head = file.read(ObjectTooLarge.HEAD_BYTES)
+                raise ObjectTooLarge(key, size_bytes=st.st_size, max_bytes=max_bytes, head=head)
+            copied, digest, head = 0, hashlib.md5(), b""
             while chunk := file.read(min(_READ_CHUNK_BYTES, max_bytes + 1 - copied)):
                 copied += len(chunk)
+                head = head or chunk[: ObjectTooLarge.HEAD_BYTES]
                 if copied > max_bytes:  # the file grew after fstat (written in place by someone else)
-                    raise ObjectTooLarge(key, size_bytes=copied, max_bytes=max_bytes)
+                    raise ObjectTooLarge(key, size_bytes=copied, max_bytes=max_bytes, head=head)
                 digest.update(chunk)
                 handle.write(chunk)
             sidecar = self._matching_sidecar(key, st)

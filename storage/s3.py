@@ -145,7 +145,8 @@ class S3Store(HeadExists):
             body = reply["Body"]
             try:
                 if reply["ContentLength"] > max_bytes:
-                    raise ObjectTooLarge(key, size_bytes=reply["ContentLength"], max_bytes=max_bytes)
+                    head = body.read(ObjectTooLarge.HEAD_BYTES)
+                    raise ObjectTooLarge(key, size_bytes=reply["ContentLength"], max_bytes=max_bytes, head=head)
                 _copy_capped(body, handle.write, key, max_bytes)
             finally:
                 body.close()
@@ -293,11 +294,12 @@ class S3Store(HeadExists):
 def _copy_capped(body: Any, write: Callable[[bytes], object], key: str, max_bytes: int) -> None:
     """Hand a response body to ``write`` chunk by chunk, refusing it once it passes ``max_bytes`` (a lying
     Content-Length cannot exhaust memory or disk)."""
-    size_bytes = 0
+    size_bytes, head = 0, b""
     while chunk := body.read(min(_READ_CHUNK_BYTES, max_bytes + 1 - size_bytes)):
         size_bytes += len(chunk)
+        head = head or chunk[: ObjectTooLarge.HEAD_BYTES]
         if size_bytes > max_bytes:
-            raise ObjectTooLarge(key, size_bytes=size_bytes, max_bytes=max_bytes)
+            raise ObjectTooLarge(key, size_bytes=size_bytes, max_bytes=max_bytes, head=head)
         write(chunk)
 
 

@@ -4,6 +4,7 @@ pieces, counted as the app reads them, or one that stops arriving. For the body-
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,19 +22,23 @@ class Answer:
         return json.loads(self.body)
 
 
-def multipart_parts(total_bytes: int, boundary: str = "b0undary") -> Iterator[bytes]:
-    """A form whose field ``image`` holds ``total_bytes`` of data (after one small option field)."""
+def multipart_parts(total_bytes: int, boundary: str = "b0undary", head: bytes = b"") -> Iterator[bytes]:
+    """A form whose field ``image`` holds ``total_bytes`` of data beginning with ``head`` (after one small option
+    field)."""
     yield f'--{boundary}\r\nContent-Disposition: form-data; name="format"\r\n\r\npng\r\n'.encode()
     yield f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="big.png"\r\n'.encode()
     yield b"Content-Type: image/png\r\n\r\n"
-    yield from filler(total_bytes)
+    yield head
+    yield from filler(total_bytes - len(head))
     yield f"\r\n--{boundary}--\r\n".encode()
 
 
-def json_parts(total_bytes: int) -> Iterator[bytes]:
-    """``{"image_b64": "AAAA..."}`` with ``total_bytes`` of base64."""
+def json_parts(total_bytes: int, head: bytes = b"") -> Iterator[bytes]:
+    """``{"image_b64": "AAAA..."}`` with ``total_bytes`` of base64, the encoding of ``head`` first (``head`` a whole
+    number of base64 quanta: 3 bytes each)."""
     yield b'{"image_b64": "'
-    yield from filler(total_bytes, b"A")
+    yield base64.b64encode(head)
+    yield from filler(total_bytes - len(head) * 4 // 3, b"A")
     yield b'"}'
 
 

@@ -24,7 +24,7 @@ from serve_app.auth.guard import is_loopback
 from serve_app.bucket.events import ObjectEvent, created_events, parse_notification
 from serve_app.schemas import ErrorOut
 from serve_app.settings import Settings
-from serve_app.uploads import load_json, media_type, read_body
+from serve_app.uploads import FixedCap, load_json, media_type, read_body
 
 logger = logging.getLogger(__name__)
 
@@ -74,9 +74,8 @@ def install_event_routes(api: FastAPI) -> None:
         _check_token(request, settings)
         if media_type(request) != "application/json":
             raise EventBodyNotJson("bucket events are JSON: send them with Content-Type: application/json")
-        body = await read_body(
-            request, limit_bytes=MAX_EVENT_BODY_BYTES, timeout_s=settings.body_timeout_s, too_large=EventBodyTooLarge
-        )
+        cap = FixedCap(MAX_EVENT_BODY_BYTES, EventBodyTooLarge)
+        body = await read_body(request, cap=cap, timeout_s=settings.body_timeout_s)
         events = created_events(parse_notification(load_json(body, "the event notification")))
         sink: EventSink | None = getattr(request.app.state, "event_sink", None)
         if sink is None:

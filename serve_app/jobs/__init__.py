@@ -14,11 +14,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from deployments.common.errors import InternalError, PortraitError, VideoNeedsJob
+from deployments.common.errors import InternalError, PortraitError
 from deployments.common.params import JobParams
 from deployments.video.probe import looks_like_video
 from serve_app.auth.caller import require_task
 from serve_app.backend import Backend
+from serve_app.byte_caps import SNIFF_BYTES, video_needs_job
 from serve_app.jobs.context import JobContext, Limits, job_context
 from serve_app.jobs.results import JobResult
 from serve_app.jobs.video import VideoInput, run_video
@@ -81,12 +82,8 @@ async def run_job(
     try:
         if isinstance(data, VideoInput):
             result = await run_video(backend, task, data, params, context)
-        elif looks_like_video(data[:64]):
-            raise VideoNeedsJob(
-                f"a video takes time: submit it as an asynchronous job, POST /v1/jobs with task={task}, then poll "
-                "GET /v1/jobs/{id} or pass callback_url",
-                details={"jobs_url": "/v1/jobs", "task": task},
-            )
+        elif looks_like_video(data[:SNIFF_BYTES]):
+            raise video_needs_job(task)
         else:
             result = await kind.run(backend, data, params, context)
         if result.media_type not in kind.entry.result_media_types:

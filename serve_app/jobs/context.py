@@ -19,6 +19,7 @@ from deployments.idphoto.specs import IdSpec, load_specs
 from deployments.video.pipeline import VideoOptions
 from deployments.video.probe import VideoLimits
 from deployments.video.tracking import TrackingOptions
+from serve_app.byte_caps import MediaCaps, media_caps
 from serve_app.jobs.deadline import run_stage
 from serve_app.settings import Settings
 
@@ -39,6 +40,10 @@ class JobContext:
     id_specs: Mapping[str, IdSpec]
     cartoon_styles: tuple[str, ...]
     video: VideoSettings
+
+    def media_caps(self) -> MediaCaps:
+        """The byte caps of the asynchronous paths, which take photos and videos."""
+        return media_caps(self.limits.max_bytes, self.video.max_bytes)
 
 
 @dataclass(frozen=True)

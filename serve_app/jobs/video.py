@@ -18,16 +18,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deployments.common.errors import ImageTooLarge, UnsupportedVideo, VideoTooLarge
+from deployments.common.errors import UnsupportedVideo, VideoTooLarge
 from deployments.common.params import JobParams
 from deployments.video.pipeline import ChunkStore, FolderChunkStore, transcode_video
 from deployments.video.probe import estimate_output_bytes, looks_like_video, probe_video
 from serve_app.backend import Backend
+from serve_app.byte_caps import SNIFF_BYTES
 from serve_app.jobs.context import JobContext
 from serve_app.jobs.results import JobResult, build_meta, engine_summary
 from serve_app.registry import JOB_ENTRIES, job_entry
 from storage.base import ObjectInfo, ObjectStore
-from storage.errors import ObjectNotFound
+from storage.errors import ObjectNotFound, ObjectTooLarge
 from storage.keys import safe_join
 
 VIDEO_MEDIA_TYPE = "video/mp4"
@@ -116,30 +117,24 @@ def read_progress(store: ObjectStore, key: str) -> float | None:
 def read_object(store: ObjectStore, key: str, folder: Path, context: JobContext) -> tuple[bytes | Path, ObjectInfo]:
     """An object of a bucket or jobs route: a photo's bytes (at most the image cap), or the path of a video streamed
     to ``folder`` (at most the video cap). Blocking."""
+    caps = context.media_caps()
     path = folder / "source"
     with path.open("wb") as handle:
-        info = store.get_to(key, handle, max_bytes=max(context.limits.max_bytes, context.video.max_bytes))
+        try:
+            info = store.get_to(key, handle, max_bytes=caps.most_bytes)
+        except ObjectTooLarge as exc:
+            raise caps.object_refusal(exc) from exc
     with path.open("rb") as handle:
-        head = handle.read(64)
-    if looks_like_video(head):
-        return path, info
-    if info.size_bytes > context.limits.max_bytes:
-        raise ImageTooLarge(
-            f"the object is {info.size_bytes} bytes; the limit for a photo is {context.limits.max_bytes}",
-            details={"max_bytes": context.limits.max_bytes},
-        )
-    return path.read_bytes(), info
+        head = handle.read(SNIFF_BYTES)
+    caps.check(head, info.size_bytes, f"the object {key!r}")
+    return (path if looks_like_video(head) else path.read_bytes()), info
 
 
 def check_media(task: str, data: bytes, context: JobContext) -> None:
     """What ``POST /v1/jobs`` checks of its input before accepting it: a video against the video limits (its
-    header) and the job's ability to take one, a photo against the photo byte cap. Blocking."""
-    if not looks_like_video(data[:64]):
-        if len(data) > context.limits.max_bytes:
-            raise ImageTooLarge(
-                f"the image is {len(data)} bytes; the limit is {context.limits.max_bytes}",
-                details={"max_bytes": context.limits.max_bytes},
-            )
+    header) and the job's ability to take one; either against its kind's byte cap. Blocking."""
+    context.media_caps().check(data[:SNIFF_BYTES], len(data), "the upload")
+    if not looks_like_video(data[:SNIFF_BYTES]):
         return
     if not job_entry(task).frames:
         raise UnsupportedVideo(f"the {task} job takes photos, not videos; video jobs: {', '.join(video_tasks())}")

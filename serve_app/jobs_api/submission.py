@@ -9,26 +9,27 @@ from typing import Any
 from starlette.requests import Request
 
 from deployments.common.errors import InvalidParameter
+from serve_app.byte_caps import MediaCaps, media_caps
 from serve_app.jobs_api.config import JobsConfig
 from serve_app.jobs_api.service import Submission
 from serve_app.settings import Settings
-from serve_app.uploads import body_limit_bytes, json_upload, load_json, media_type, read_body, read_upload
+from serve_app.uploads import UploadCap, json_upload, load_json, media_type, read_body, read_upload
 from storage.base import open_store, parse_location
+from storage.errors import ObjectTooLarge
 from storage.keys import validate_key
 
 
 async def read_submission(request: Request, config: JobsConfig, settings: Settings) -> Submission:
     """The job a request submits; the body read under the same cap and deadline as the job routes'."""
     content_type = media_type(request)
-    max_bytes = max(settings.max_image_bytes, settings.max_video_bytes)  # a job may be a video; checked at submit
     if content_type != "application/json":
-        upload = await read_upload(request, settings, max_bytes=max_bytes)
+        upload = await read_upload(request, settings, videos=True)  # a job may be a video
         return _submission(upload.data, dict(upload.fields))
-    limit_bytes = body_limit_bytes(content_type, max_bytes)
-    body = await read_body(request, limit_bytes=limit_bytes, timeout_s=settings.body_timeout_s)
+    caps = media_caps(settings.max_image_bytes, settings.max_video_bytes)
+    body = await read_body(request, cap=UploadCap(caps, content_type), timeout_s=settings.body_timeout_s)
     payload = await asyncio.to_thread(load_json, body, "the JSON body")  # base64 at the cap: parsed off the loop
     if isinstance(payload, dict) and "input" in payload and "image_b64" not in payload:
-        data = await _read_input(str(payload.pop("input")), config, max_bytes)
+        data = await _read_input(str(payload.pop("input")), config, caps)
         return _submission(data, {**dict(request.query_params), **payload})
     upload = await asyncio.to_thread(json_upload, body, dict(request.query_params))
     return _submission(upload.data, dict(upload.fields))
@@ -58,7 +59,7 @@ def _submission(data: bytes, fields: dict[str, Any]) -> Submission:
     return Submission(task, data, {**fields, **(nested or {})}, callback_url, idempotency_key)
 
 
-async def _read_input(name: str, config: JobsConfig, max_bytes: int) -> bytes:
+async def _read_input(name: str, config: JobsConfig, caps: MediaCaps) -> bytes:
     """``input``: a key in ``args.jobs.input_store``, or an s3:// URI inside it (never anywhere else)."""
     if config.input_store is None:
         raise InvalidParameter("this service takes no 'input' keys (args.jobs.input_store is not set): send image_b64")
@@ -67,5 +68,8 @@ async def _read_input(name: str, config: JobsConfig, max_bytes: int) -> bytes:
     if "://" in key:
         raise InvalidParameter(f"'input' must be a key in {store_uri}, or a URI inside it", details={"input": name})
     store = open_store(parse_location(store_uri), config.s3)
-    stored = await asyncio.to_thread(store.get, validate_key(key), max_bytes=max_bytes)
-    return stored.data
+    try:
+        stored = await asyncio.to_thread(store.get, validate_key(key), max_bytes=caps.most_bytes)
+    except ObjectTooLarge as exc:
+        raise caps.object_refusal(exc) from exc
+    return stored.data  # checked against its own kind's cap by check_media

@@ -31,6 +31,7 @@ from deployments.idphoto.steps import cut_out, fit_to, matte_of_cut_out, on_whit
 from deployments.idphoto.watermark import draw_watermark
 from serve_app.app_state import backend_of, settings_of
 from serve_app.auth.caller import require_task
+from serve_app.byte_caps import media_caps
 from serve_app.deadlines import within_request_timeout
 from serve_app.errors import error_body
 from serve_app.hivision_wire import (
@@ -53,7 +54,7 @@ from serve_app.hivision_wire import (
 from serve_app.jobs import JobContext, job_context
 from serve_app.jobs.context import decode_upload
 from serve_app.jobs.deadline import run_stage
-from serve_app.uploads import body_limit_bytes, media_type, parsed_form, read_body
+from serve_app.uploads import UploadCap, media_type, parsed_form, read_body
 
 TASK = "idphoto"  # an API key limited to other tasks may not call these routes
 FILE_FIELD = "input_image"
@@ -111,8 +112,8 @@ async def _read_form(request: Request, max_image_bytes: int, timeout_s: float) -
             f"send a form (multipart or urlencoded), as HivisionIDPhotos' API takes; got {content_type!r}"
         )
     # The image may arrive as base64 in a text field: allow for its growth as the JSON routes do.
-    limit = body_limit_bytes("application/json", max_image_bytes)
-    body = await read_body(request, limit_bytes=limit, timeout_s=timeout_s)
+    cap = UploadCap(media_caps(max_image_bytes, None), content_type, base64_fields=True)
+    body = await read_body(request, cap=cap, timeout_s=timeout_s)
     fields: dict[str, Any] = dict(request.query_params)
     data = None
     async with parsed_form(request, body) as form:

@@ -161,7 +161,10 @@ def test_a_chat_body_is_refused_by_its_declared_size_and_must_be_json(client, ap
     assert (big.status_code, _openai_error(big)["code"]) == (413, "image_too_large")
     assert _openai_error(big)["message"].startswith("the request declares ")  # refused before the body was read
     inside = client.post("/v1/chat/completions", json=_chat("修复", "data:image/jpeg;base64," + "A" * 4000))
-    assert _openai_error(inside)["message"] == "the image data URL holds more than 1000 bytes"
+    assert _openai_error(inside)["message"] == (
+        "the data URL holds about 3000 bytes: over the limit for a photo, 1000 bytes "
+        "(PORTRAIT_MAX_IMAGE_BYTES raises it)"
+    )
     broken = client.post("/v1/chat/completions", content=b"{not json", headers={"Content-Type": "application/json"})
     assert (broken.status_code, _openai_error(broken)["code"]) == (422, "invalid_parameter")
 

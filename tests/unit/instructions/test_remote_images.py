@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from deployments.common.errors import InvalidParameter
+from serve_app.byte_caps import media_caps
 from serve_app.instructions import InstructionsConfig
 from serve_app.openai_wire import RemoteImageRefused
 from serve_app.remote_images import fetch_image, reachable
@@ -29,7 +30,7 @@ def _config(server, **options) -> InstructionsConfig:
 
 
 def _fetch(url: str, config: InstructionsConfig) -> bytes:
-    return asyncio.run(fetch_image(url, config, MAX_BYTES))
+    return asyncio.run(fetch_image(url, config, media_caps(MAX_BYTES, None)))
 
 
 @pytest.mark.parametrize(

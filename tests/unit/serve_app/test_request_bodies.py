@@ -46,7 +46,8 @@ def test_a_chunked_body_over_the_cap_is_refused_at_the_cap_not_read_whole(
 ):
     answer = asyncio.run(send_chunked(_app(local_backend), "/v1/restore", content_type, parts))
     assert (answer.status, answer.json()["error"]["code"]) == (413, "image_too_large")
-    assert answer.json()["error"]["details"] == {"max_bytes": cap_bytes}
+    details = {"limit": "max_image_bytes", "max_bytes": MAX_IMAGE_BYTES, "setting": "PORTRAIT_MAX_IMAGE_BYTES"}
+    assert answer.json()["error"]["details"] == details
     assert cap_bytes < answer.bytes_read <= cap_bytes + CHUNK_BYTES
 
 

@@ -120,6 +120,7 @@ class ObjectStoreContract:
 
         assert (refused.value.size_bytes, refused.value.max_bytes, refused.value.http_status) == (2048, 2047, 413)
         assert refused.value.code == "image_too_large"
+        assert refused.value.head == b"x" * 64  # what a reader of media needs to say which kind it refused
 
     def test_get_to_streams_a_large_object_to_a_file_in_chunks(self, store: ObjectStore) -> None:
         data = bytes(range(256)) * (4096 * 3 + 1)  # 3 MiB and a bit: more than one chunk

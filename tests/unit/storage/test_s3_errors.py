@@ -103,18 +103,20 @@ def test_store_refusals_are_permanent_and_blips_are_retryable(error: ObjectStore
     assert error.retryable is retryable
 
 
-def test_size_is_checked_before_the_body_is_read(store: S3Store, stub: Stubber) -> None:
-    class UnreadableBody(io.BytesIO):
+def test_size_is_checked_before_the_body_is_read_past_its_first_bytes(store: S3Store, stub: Stubber) -> None:
+    class HeadOnlyBody(io.BytesIO):
         def read(self, size: int | None = -1) -> bytes:
-            raise AssertionError("body read although Content-Length was over the cap")
+            if size is None or not 0 <= size <= ObjectTooLarge.HEAD_BYTES:
+                raise AssertionError("body read past its head although Content-Length was over the cap")
+            return super().read(size)
 
-    body = StreamingBody(UnreadableBody(), 100)
+    body = StreamingBody(HeadOnlyBody(b"\x1a\x45\xdf\xa3" + b"w" * 96), 100)
     stub.add_response("get_object", _get_reply(body, content_length=100))
 
     with pytest.raises(ObjectTooLarge) as refused:
-        store.get("big.jpg", max_bytes=99)
+        store.get("big.webm", max_bytes=99)
 
-    assert refused.value.size_bytes == 100
+    assert (refused.value.size_bytes, refused.value.head) == (100, b"\x1a\x45\xdf\xa3" + b"w" * 60)
 
 
 def test_a_body_longer_than_announced_is_cut_at_the_cap(store: S3Store, stub: Stubber) -> None:
