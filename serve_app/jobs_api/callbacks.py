@@ -150,13 +150,13 @@ async def deliver(
     config: JobsConfig,
     deadline_s: float,
     timeout_s: float,
-    post: Poster = post_to,
+    post: Poster,
     on_attempt: Callable[[int, str | None], Awaitable[None]] | None = None,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> Delivery:
-    """POST until a 2xx answer or ``deadline_s`` (unix time); backoff 1 s doubling to 5 min. Each attempt is signed
-    afresh (its own ``t``) and reported to ``on_attempt(attempt, error)``."""
+    """POST (through ``post``: ``callback_poster`` sends) until a 2xx answer or ``deadline_s`` (unix time); backoff
+    1 s doubling to 5 min. Each attempt is signed afresh (its own ``t``) and reported to ``on_attempt``."""
     attempt, error = 0, None
     while True:
         attempt += 1
