@@ -15,6 +15,8 @@ from serve_app.routes import create_api
 from serve_app.settings import Settings
 from tests.unit.instructions.fake_llm import FakeChatServer
 
+MP4_START = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2"  # an MP4's first box
+
 
 @pytest.fixture(scope="session")
 def rules(job_ctx) -> RuleInterpreter:
@@ -39,7 +41,8 @@ def fake_llm():
 @pytest.fixture
 def photo_server(photo_jpeg):
     """127.0.0.1:PORT: ``/me.jpg`` the photo, ``/away`` a redirect to it, ``/missing`` a 404, ``/chunked`` a chunked
-    answer, ``/drip`` one byte every 50 ms for 3 s; ``served`` lists the paths asked for."""
+    answer, ``/drip`` one byte every 50 ms for 3 s, ``/clip.mp4`` an MP4's first box and 5000 bytes more; ``served``
+    lists the paths asked for."""
     served: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -64,10 +67,11 @@ def photo_server(photo_jpeg):
                     self.wfile.flush()
                     time.sleep(0.05)
             else:
+                body = MP4_START + bytes(5000) if self.path == "/clip.mp4" else photo_jpeg
                 self.send_response(200)
-                self.send_header("Content-Length", str(len(photo_jpeg)))
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(photo_jpeg)
+                self.wfile.write(body)
 
         def log_message(self, *args) -> None:
             pass

@@ -10,11 +10,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from fastapi.testclient import TestClient
 
-from deployments.common.errors import InvalidParameter
+from deployments.common.errors import ImageTooLarge, InvalidParameter, VideoNeedsJob, VideoTooLarge
 from serve_app.byte_caps import media_caps
 from serve_app.instructions import InstructionsConfig
 from serve_app.openai_wire import RemoteImageRefused
 from serve_app.remote_images import fetch_image, reachable
+from tests.unit.instructions.instruction_fixtures import MP4_START
 
 MAX_BYTES = 1_000_000
 UNFETCHABLE = "the image at image_url cannot be fetched: send the photo as a data URL (data:image/jpeg;base64,...)"
@@ -81,6 +82,24 @@ def test_loopback_however_spelled_is_refused_before_any_request(photo_server, ho
 
 def test_a_trusted_network_is_fetched(photo_server, photo_jpeg):
     assert _fetch(f"http://127.0.0.1:{photo_server.server_address[1]}/me.jpg", _config(photo_server)) == photo_jpeg
+
+
+def test_a_remote_file_over_its_cap_is_refused_as_what_it_is(photo_server, photo_jpeg):
+    """A video where none is taken: 415 video_needs_job; where videos are taken, its own cap; a photo, the photo's."""
+    base, config = f"http://127.0.0.1:{photo_server.server_address[1]}", _config(photo_server)
+    clip_bytes = len(MP4_START) + 5000
+    with pytest.raises(VideoNeedsJob):
+        asyncio.run(fetch_image(f"{base}/clip.mp4", config, media_caps(1000, None)))
+    with pytest.raises(VideoTooLarge) as video:
+        asyncio.run(fetch_image(f"{base}/clip.mp4", config, media_caps(1000, 2000)))
+    assert video.value.message == (
+        f"the file at image_url has {clip_bytes} bytes: over the limit for a video, 2000 bytes "
+        "(PORTRAIT_MAX_VIDEO_BYTES raises it)"
+    )
+    with pytest.raises(ImageTooLarge) as photo:
+        asyncio.run(fetch_image(f"{base}/me.jpg", config, media_caps(1000, 10**6)))
+    assert photo.value.details == {"limit": "max_image_bytes", "max_bytes": 1000, "setting": "PORTRAIT_MAX_IMAGE_BYTES"}
+    assert len(photo_jpeg) > 1000
 
 
 def test_ports_other_than_80_and_443_are_refused_unless_listed():

@@ -140,3 +140,20 @@ def test_a_video_data_url_where_videos_are_not_taken_is_a_video_needs_job():
 
 def test_the_caps_name_settings_that_exist():
     assert {PHOTO_SETTING, VIDEO_SETTING} <= set(Settings.model_fields)
+
+
+@pytest.mark.parametrize("photo_cap", [20 * 2**20, 1000], ids=["checked after reading", "refused by the store"])
+def test_a_video_input_key_over_its_cap_is_a_413_video_too_large(tmp_path, local_backend, job_ctx, photo_cap):
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    (inputs / "clip.mp4").write_bytes(MP4_HEAD + bytes(5000))
+    jobs = make_jobs_app(tmp_path, local_backend, job_ctx, input_store=str(inputs))
+    jobs.client.app.state.settings = Settings(max_image_bytes=photo_cap, max_video_bytes=4000)
+
+    with jobs.client:
+        answer = jobs.client.post("/v1/jobs", json={"task": "restore", "input": "clip.mp4"})
+
+    error = answer.json()["error"]
+    assert (answer.status_code, error["code"]) == (413, "video_too_large")
+    assert error["details"] == {"limit": "max_video_bytes", "max_bytes": 4000, "setting": "PORTRAIT_MAX_VIDEO_BYTES"}
+    assert list(jobs.store.refs()) == []  # nothing refused was accepted
