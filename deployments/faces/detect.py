@@ -23,7 +23,6 @@ import numpy as np
 
 from deployments.common.affine import apply_affine, pixel_scale_affine
 from deployments.common.errors import InvalidParameter
-from deployments.faces.confirm import CANDIDATE_THRESHOLD, confirm_small_faces, is_candidate
 from deployments.faces.tflite import TfliteModel
 
 logger = logging.getLogger(__name__)
@@ -36,6 +35,8 @@ EYE_DISTANCE_PER_BOX = 0.45
 # Tiles overlap by this fraction of their side; faces larger than the overlap are left to the next coarser level,
 # which detects from 2 × SHORT_RANGE_MIN_BOX_FRAC of a tile side, so the two ranges meet.
 TILE_OVERLAP_FRAC = 0.3
+# BlazeFace's tile hits that become candidates in the small-face pass (confirmed in ``confirm``)
+TILE_CANDIDATE_SCORE = 0.3
 RAW_SCORE_CLIP = 80.0  # MediaPipe clips at 100; exp(100) overflows float32
 
 
@@ -83,19 +84,19 @@ class Detection:
 class DetectionParams:
     """Knobs of one detection run (``FaceAnalysisConfig`` extends this, so each knob is declared once).
 
-    ``score_threshold``: detector score a face needs; ``small_face_threshold``: the lower score enough for a face of
-    at most ``small_face_max_px`` (box side) in a photo that is not a portrait, when it also passes
-    :mod:`deployments.faces.confirm`: small grey faces of old group photos score 0.5–0.7; at 0.6 with that check,
-    0.15 false hits per cluttered photo of ``bench/bench_group_faces.py`` (0.35 at 0.5 with the former O-Net
-    check). ``min_eye_px``: smallest eye distance the tiles are planned
-    for; ``max_windows``: cap on tiled detector runs per photo, which raises that minimum on very large photos
-    instead of letting cost explode; ``portrait_face_frac``: when the first 128 px pass finds exactly one face and
-    it is this large (box side / long image side), the photo is a portrait and the search ends there (a few ms);
-    ``None`` always tiles.
+    ``score_threshold``: detector score a face needs; ``small_face_threshold``: the probability
+    :mod:`deployments.faces.confirm` must give a face of at most ``small_face_max_px`` (box side) found by the
+    small-face pass of a large photo that is not a portrait (grey faces of old group photos score far below the
+    detectors' usual bars, so their candidates are confirmed by agreement instead; at 0.7, 0.05 false hits per
+    cluttered photo of ``bench/bench_group_faces.py`` on its tuning seeds). ``min_eye_px``: smallest eye distance
+    the tiles are planned for; ``max_windows``: cap on tiled detector runs per photo, which raises that minimum on
+    very large photos instead of letting cost explode; ``portrait_face_frac``: when the first 128 px pass finds
+    exactly one face and it is this large (box side / long image side), the photo is a portrait and the search ends
+    there (a few ms); ``None`` always tiles.
     """
 
     score_threshold: float = 0.7
-    small_face_threshold: float = 0.6
+    small_face_threshold: float = 0.7
     small_face_max_px: float = 100.0
     small_face_min_image_px: int = 1200
     nms_iou: float = 0.3
@@ -113,12 +114,6 @@ class DetectionParams:
 
     def small_face_pass(self, width: int, height: int) -> bool:
         return self.small_face_max_px > 0 and max(width, height) >= self.small_face_min_image_px
-
-    def accepts(self, detection: Detection) -> bool:
-        """In the small-face pass: a sure face, or a small one at the small-face threshold."""
-        return detection.score >= self.score_threshold or (
-            detection.score >= self.small_face_threshold and detection.size_px <= self.small_face_max_px
-        )
 
 
 @dataclass(frozen=True)
@@ -162,25 +157,28 @@ class BlazeFaceModel:
 
 
 class FaceDetector:
-    """Both BlazeFace models, the window plan and, when its weights are given, MTCNN for small faces; holds models
-    only (params travel with each call)."""
+    """Both BlazeFace models, the window plan and, when its weights are given, MTCNN and the judge of small faces
+    (:mod:`deployments.faces.confirm`); holds models only (params travel with each call)."""
 
     def __init__(self, models_dir: Path | str, *, num_threads: int = 1, mtcnn_dir: Path | str | None = None) -> None:
         self.short_range = BlazeFaceModel(Path(models_dir), SHORT_RANGE, num_threads=num_threads)
         self.full_range = BlazeFaceModel(Path(models_dir), FULL_RANGE, num_threads=num_threads)
-        self.mtcnn = None
+        self.mtcnn = self.judge = None
         if mtcnn_dir is not None:
-            from deployments.faces.mtcnn import Mtcnn  # torch loads only where MTCNN is used
+            # torch loads only where MTCNN is used; confirm builds on this module
+            from deployments.faces.confirm import SmallFaceJudge, load_haar_cascades
+            from deployments.faces.mtcnn import Mtcnn
 
             self.mtcnn = Mtcnn(mtcnn_dir)
+            self.judge = SmallFaceJudge(self.short_range.run_window, self.mtcnn.rate, load_haar_cascades())
 
     def detect(self, image_rgb: np.ndarray, params: DetectionParams = DetectionParams()) -> list[Detection]:
         """All faces in ``image_rgb`` (HxWx3 uint8 RGB), highest score first.
 
         A portrait ends after the first whole-image pass. Any other photo also gets the full-range pass and the
-        tiles; a large one, when MTCNN is loaded, the small-face pass: tiles and MTCNN down to the candidate
-        threshold, merged by weighted NMS, then kept when :meth:`DetectionParams.accepts` them and, if small, they
-        pass :func:`confirm.confirm_small_faces`.
+        tiles; a large one, when MTCNN is loaded, the small-face pass: tiles from ``TILE_CANDIDATE_SCORE`` and
+        MTCNN from its candidate score, merged by weighted NMS, then judged by :class:`confirm.SmallFaceJudge`
+        (small ones by agreement, large ones at ``score_threshold``).
         """
         height, width = image_rgb.shape[:2]
         pyramid = _Pyramid(image_rgb)
@@ -190,17 +188,17 @@ class FaceDetector:
             return weighted_nms(found, params.nms_iou)
         whole = _whole_image_level(width, height, FULL_RANGE)
         found += self._run_level(self.full_range, pyramid, whole, params.score_threshold)
-        small_faces = self.mtcnn is not None and params.small_face_pass(width, height)
-        tile_threshold = (
-            min(CANDIDATE_THRESHOLD, params.small_face_threshold) if small_faces else params.score_threshold
-        )
+        small_faces = self.judge is not None and params.small_face_pass(width, height)
+        tile_threshold = TILE_CANDIDATE_SCORE if small_faces else params.score_threshold
         for level in reversed(plan_tile_levels(width, height, params)):
             found += self._run_level(self.short_range, pyramid, level, tile_threshold)
         if not small_faces:
             return weighted_nms(found, params.nms_iou)
-        found += self.mtcnn.detect_small_faces(image_rgb, params)
-        candidates = weighted_nms([d for d in found if is_candidate(d, params)], params.nms_iou)
-        return confirm_small_faces(image_rgb, candidates, self.short_range.run_window, params)
+        tile_hits = found
+        found = tile_hits + self.mtcnn.detect_small_faces(image_rgb, params)
+        # weak large boxes on texture stay out, so they neither absorb nor swallow small faces
+        candidates = [d for d in found if d.score >= params.score_threshold or d.size_px <= params.small_face_max_px]
+        return self.judge.confirm(image_rgb, weighted_nms(candidates, params.nms_iou), tile_hits, params)
 
     def _run_level(
         self, model: BlazeFaceModel, pyramid: _Pyramid, level: _Level, score_threshold: float
@@ -338,7 +336,7 @@ def _min_overlap(origins: list[float], tile_px: int) -> float:
     return tile_px - max(b - a for a, b in zip(origins, origins[1:]))
 
 
-def _overlap(box: np.ndarray, boxes: np.ndarray, by: str = "union") -> np.ndarray:
+def box_overlap(box: np.ndarray, boxes: np.ndarray, by: str = "union") -> np.ndarray:
     """Intersection over the union (IoU) or over the smaller of the two areas (``by="min"``)."""
     x0 = np.maximum(box[0], boxes[:, 0])
     y0 = np.maximum(box[1], boxes[:, 1])
@@ -360,7 +358,7 @@ def non_max_suppression(
     while remaining.size:
         best = remaining[0]
         kept.append(best)
-        remaining = remaining[1:][_overlap(boxes[best], boxes[remaining[1:]], overlap) <= threshold]
+        remaining = remaining[1:][box_overlap(boxes[best], boxes[remaining[1:]], overlap) <= threshold]
     return np.array(kept, dtype=np.int64)
 
 
@@ -377,7 +375,7 @@ def weighted_nms(detections: list[Detection], iou_threshold: float) -> list[Dete
     merged: list[Detection] = []
     while remaining.size:
         best = remaining[0]
-        overlap = _overlap(boxes[best], boxes[remaining]) > iou_threshold
+        overlap = box_overlap(boxes[best], boxes[remaining]) > iou_threshold
         members = remaining[overlap]
         weights = scores[members] / scores[members].sum()
         box = (boxes[members] * weights[:, None]).sum(axis=0)

@@ -24,20 +24,24 @@ import torch
 from torch import nn
 
 from deployments.common.errors import InvalidParameter, ModelUnavailable
-from deployments.faces.confirm import CANDIDATE_THRESHOLD
 from deployments.faces.detect import EYE_DISTANCE_PER_BOX, Detection, DetectionParams, non_max_suppression
 
 logger = logging.getLogger(__name__)
 
 PNET_WINDOW_PX = 12  # P-Net sees 12x12 windows with a stride of 2 px
 PNET_STRIDE_PX = 2
-CROPS_PER_BATCH = 1024  # R-Net / O-Net crops per forward pass (memory bound)
+# Crop pixels per R-Net / O-Net forward pass (memory bound): 1024 R-Net crops, 256 O-Net crops (O-Net's first layer
+# holds ~270 KiB of activations per crop: 1024 crops took 450 MiB)
+CROP_PX_PER_BATCH = 1024 * 24 * 24
 PNET_STRIP_INPUT_PX = 1_000_000  # input pixels per P-Net strip (~40 MiB of first-layer activations)
 RNET_INPUT_PX = 24
 ONET_INPUT_PX = 48
 WEIGHT_FILES = {"pnet": "pnet.pt", "rnet": "rnet.pt", "onet": "onet.pt"}
-# Small-face pass: every stage lets candidates through from ``confirm.CANDIDATE_THRESHOLD`` (MTCNN's usual
-# thresholds are 0.6 / 0.7 / 0.7); which stay is decided after merging with BlazeFace's (``confirm``).
+# Small-face pass: the stages let candidates through from these probabilities (MTCNN's usual thresholds are 0.6 /
+# 0.7 / 0.7; at 0.3 each, a fifth of #25's 28–60 px faces had no candidate); which stay is decided by ``confirm``.
+# P-Net stays at 0.3: at 0.1 it proposed 50,000 windows on a 10 MP group photo (100 s of NMS) for 2 % more faces.
+MTCNN_CANDIDATE_SCORES = (0.3, 0.1, 0.1)
+PNET_MAX_WINDOWS_PER_SCALE = 20_000  # the best P-Net windows of one pyramid scale kept for NMS (bounds its cost)
 # MTCNN boxes run from the brows to the chin (taller than wide); BlazeFace's are square and centred lower. Measured
 # on 290 faces both found: BlazeFace side = 1.12 x MTCNN width = 0.93 x MTCNN height, centre 0.10 x height lower.
 # Mapping MTCNN boxes onto BlazeFace's lets weighted NMS merge the two detectors' hits on one face.
@@ -190,9 +194,38 @@ class Mtcnn:
         """Faces from ``params.min_eye_px`` up to ``params.small_face_max_px``, boxes in BlazeFace's convention."""
         min_side_px = params.min_eye_px / EYE_DISTANCE_PER_BOX / BLAZEFACE_SIDE_PER_WIDTH
         max_side_px = max(min_side_px, params.small_face_max_px / BLAZEFACE_SIDE_PER_WIDTH)
-        thresholds = (CANDIDATE_THRESHOLD,) * 3
-        found = self.detect(image_rgb, MtcnnParams(min_side_px, max_side_px, thresholds=thresholds))
+        found = self.detect(image_rgb, MtcnnParams(min_side_px, max_side_px, thresholds=MTCNN_CANDIDATE_SCORES))
         return [as_blazeface_box(detection) for detection in found]
+
+    @torch.inference_mode()
+    def rate(
+        self, image_rgb: np.ndarray, centres: np.ndarray, sides: np.ndarray, mirrored: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """O-Net's and R-Net's look at BlazeFace-style boxes (``centres`` ``(K, 2)``, ``sides`` ``(K,)``, pixel
+        index), cropped as MTCNN crops its own boxes (square, brows to chin) and, if ``mirrored``, flipped: O-Net's
+        probabilities ``(K,)``, its eyes ``(K, 2, 2)`` in image pixels (mapped back from the mirror) and R-Net's
+        probabilities ``(K,)`` (on the 48 px crop shrunk to 24 px)."""
+        side = sides / (0.5 * (BLAZEFACE_SIDE_PER_WIDTH + BLAZEFACE_SIDE_PER_HEIGHT))
+        centre_x = centres[:, 0] + 0.5  # -> continuous
+        centre_y = centres[:, 1] + 0.5 - BLAZEFACE_CENTRE_DROP_PER_HEIGHT * side
+        boxes = np.stack([centre_x - side / 2, centre_y - side / 2, centre_x + side / 2, centre_y + side / 2], axis=1)
+        onet_probs, eyes, rnet_probs = [], [], []
+        per_batch = _crops_per_batch(ONET_INPUT_PX)
+        for start in range(0, len(boxes), per_batch):
+            crops = _crops(image_rgb, boxes[start : start + per_batch], ONET_INPUT_PX)
+            if mirrored:
+                crops = np.ascontiguousarray(crops[:, :, ::-1])
+            probs, _, points = self.onet(_to_tensor(crops))
+            small = np.stack([cv2.resize(c, (RNET_INPUT_PX,) * 2, interpolation=cv2.INTER_AREA) for c in crops])
+            onet_probs.append(probs.numpy())
+            eyes.append(points[:, :2].numpy())
+            rnet_probs.append(self.rnet(_to_tensor(small))[0].numpy())
+        eyes = np.concatenate(eyes)
+        if mirrored:
+            eyes[..., 0] = 1.0 - eyes[..., 0]
+        integer = _integer_boxes(boxes)
+        eyes = integer[:, None, :2] + eyes * (integer[:, None, 2:] - integer[:, None, :2]) - 0.5  # -> pixel index
+        return np.concatenate(onet_probs), eyes, np.concatenate(rnet_probs)
 
     def _propose(self, image_rgb: np.ndarray, params: MtcnnParams) -> tuple[np.ndarray, np.ndarray]:
         """P-Net over the pyramid: square candidate boxes ``(K, 4)`` (continuous px) and their scores."""
@@ -222,8 +255,9 @@ class Mtcnn:
 
         Output row ``i`` sees input rows ``[2i, 2i + 12)``: a strip of output rows ``[a, b)`` reads input rows
         ``[2a, 2b + 10)``, and the last strip reads to the bottom edge, so every window (the ceil-mode pooled edge
-        row included) sees exactly what it sees on the whole level. Returns the windows over ``threshold``: rows,
-        columns, scores and box offsets ``(K, 4)``."""
+        row included) sees exactly what it sees on the whole level. Returns the windows over ``threshold``, at most
+        the ``PNET_MAX_WINDOWS_PER_SCALE`` best (trimmed as the strips come, so a busy 50 MP level holds no more):
+        rows, columns, scores and box offsets ``(K, 4)``."""
         height, width = level.shape[:2]
         out_rows = max(1, (height - PNET_WINDOW_PX) // PNET_STRIDE_PX + 1)
         strip_rows = max(1, PNET_STRIP_INPUT_PX // (PNET_STRIDE_PX * width))
@@ -236,6 +270,8 @@ class Mtcnn:
             probs, offsets = probs[0].numpy(), offsets[0].numpy()
             ys, xs = np.nonzero(probs >= threshold)
             found.append((ys + first, xs, probs[ys, xs], offsets[:, ys, xs].T))
+            if sum(len(part[2]) for part in found) > PNET_MAX_WINDOWS_PER_SCALE:
+                found = [_best_windows(tuple(np.concatenate(parts) for parts in zip(*found)))]
         return tuple(np.concatenate(parts) for parts in zip(*found))
 
     def _refine(self, image_rgb: np.ndarray, boxes: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
@@ -260,6 +296,15 @@ class Mtcnn:
         return detections
 
 
+def _best_windows(windows: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """The ``PNET_MAX_WINDOWS_PER_SCALE`` best of P-Net's windows (rows, columns, scores, offsets)."""
+    scores = windows[2]
+    if len(scores) <= PNET_MAX_WINDOWS_PER_SCALE:
+        return windows
+    best = np.argpartition(-scores, PNET_MAX_WINDOWS_PER_SCALE)[:PNET_MAX_WINDOWS_PER_SCALE]
+    return tuple(part[best] for part in windows)
+
+
 def as_blazeface_box(detection: Detection) -> Detection:
     """The same face with its box mapped onto BlazeFace's convention (square, centred lower)."""
     x0, y0, x1, y1 = (float(v) for v in detection.box)
@@ -271,13 +316,18 @@ def as_blazeface_box(detection: Detection) -> Detection:
 
 
 def _in_batches(net: nn.Module, image_rgb: np.ndarray, boxes: np.ndarray, size_px: int) -> tuple[np.ndarray, ...]:
-    """``net`` on the crops of ``boxes``, ``CROPS_PER_BATCH`` at a time (a busy 50 MP photo has 10^5 candidates),
-    its outputs joined as arrays."""
+    """``net`` on the crops of ``boxes``, ``CROP_PX_PER_BATCH`` crop pixels at a time (a busy 50 MP photo has 10^5
+    candidates), its outputs joined as arrays."""
+    per_batch = _crops_per_batch(size_px)
     outputs = [
-        net(_to_tensor(_crops(image_rgb, boxes[start : start + CROPS_PER_BATCH], size_px)))
-        for start in range(0, len(boxes), CROPS_PER_BATCH)
+        net(_to_tensor(_crops(image_rgb, boxes[start : start + per_batch], size_px)))
+        for start in range(0, len(boxes), per_batch)
     ]
     return tuple(torch.cat(parts).numpy() for parts in zip(*outputs))
+
+
+def _crops_per_batch(size_px: int) -> int:
+    return max(1, CROP_PX_PER_BATCH // (size_px * size_px))
 
 
 def _to_tensor(batch_rgb: np.ndarray) -> torch.Tensor:

@@ -1,19 +1,23 @@
-"""The small-face pass keeps a candidate only after a second look (deployments/faces/confirm.py)."""
+"""The small-face pass keeps a candidate only when independent looks agree (deployments/faces/confirm.py)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import cv2
 import numpy as np
 import pytest
 from skimage import data
 
-from deployments.faces.confirm import CANDIDATE_THRESHOLD, RECHECK_MIN_SCORE, confirm_small_faces, recheck_score
+from deployments.common.errors import ModelUnavailable
+from deployments.faces.confirm import LOGIT_WEIGHTS, Evidence, load_haar_cascades
 from deployments.faces.detect import Detection, DetectionParams
 from tests.unit.faces.faces_samples import ASTRONAUT_BOX
 from tests.unit.faces.group_photos import face_sources, make_old_group_photo
 
 FACE_PX = 40  # the face's box side on the canvas
 FACE_AT = (300, 200)  # its box's top-left
+WALL_AT = ((40, 40), (520, 380), (60, 330), (200, 60))
 
 
 @pytest.fixture(scope="module")
@@ -30,35 +34,48 @@ def small_face_on_bricks(astronaut_rgb) -> np.ndarray:
     return canvas
 
 
-def _candidate(x0: float, y0: float, side: float, score: float = 0.9) -> Detection:
+def _candidate(x0: float, y0: float, side: float, score: float = 0.2) -> Detection:
     box = np.array([x0, y0, x0 + side, y0 + side], np.float32)
     return Detection(box, score, np.zeros((4, 2), np.float32))
 
 
-def test_blazeface_sees_a_small_face_again_but_not_a_wall(engine, small_face_on_bricks):
-    run_window = engine.detector.short_range.run_window
+def test_the_looks_agree_on_a_small_face_and_not_on_a_wall(engine, small_face_on_bricks):
     face = _candidate(*FACE_AT, FACE_PX)
-    assert recheck_score(small_face_on_bricks, face, run_window) > 0.5
-    for x0, y0 in ((40, 40), (520, 380), (60, 330)):
-        assert recheck_score(small_face_on_bricks, _candidate(x0, y0, FACE_PX), run_window) < RECHECK_MIN_SCORE
+    walls = [_candidate(x0, y0, FACE_PX) for x0, y0 in WALL_AT]
+    evidence = engine.detector.judge.gather(small_face_on_bricks, [face, *walls], [])
+    on_face, on_walls = evidence[0], evidence[1:]
+    assert on_face.onet_shifted > 0.9 and on_face.blazeface > 0.5
+    assert on_face.onet_eye_drift < 0.1 and on_face.onet_mirror_eye_error < 0.05  # the eyes stay put
+    assert on_face.probability() > 0.99
+    assert all(look.probability() < 0.05 for look in on_walls), [look.probability() for look in on_walls]
 
 
-def test_collar_face_part_and_wall_candidates_are_dropped(engine, small_face_on_bricks):
-    face = _candidate(*FACE_AT, FACE_PX)
-    collar = _candidate(FACE_AT[0] + 10, FACE_AT[1] + 30, 22)  # a face lower, under it, half as wide
-    eye = _candidate(FACE_AT[0] + 5, FACE_AT[1] + 8, 16)  # inside the face
-    wall = _candidate(40, 40, FACE_PX)
-    large_on_wall = _candidate(420, 250, 150)  # above small_face_max_px: judged by its score alone
-    weak_face = _candidate(*FACE_AT, FACE_PX, score=0.55)  # context only, too weak to keep
+def test_confirmed_small_faces_carry_their_probability_and_duplicates_go(engine, small_face_on_bricks):
     params = DetectionParams()
-    candidates = [face, collar, eye, wall, large_on_wall]
-    kept = confirm_small_faces(small_face_on_bricks, candidates, engine.detector.short_range.run_window, params)
-    assert kept == [face, large_on_wall]
-    kept = confirm_small_faces(
-        small_face_on_bricks, [weak_face, collar], engine.detector.short_range.run_window, params
-    )
-    assert kept == []  # the collar goes even though the face above it is too weak to be kept
-    assert CANDIDATE_THRESHOLD < weak_face.score < params.small_face_threshold
+    face = _candidate(*FACE_AT, FACE_PX)
+    inside = _candidate(FACE_AT[0] + 8, FACE_AT[1] + 8, 24)  # a part of the same face
+    wall = _candidate(40, 40, FACE_PX, score=0.69)
+    sure_large = _candidate(420, 250, 150, score=0.9)  # above small_face_max_px: judged by its score alone
+    weak_large = _candidate(100, 250, 150, score=0.6)
+    kept = engine.detector.judge.confirm(small_face_on_bricks, [face, inside, wall, sure_large, weak_large], [], params)
+    assert [d.box.tolist() for d in kept] == [face.box.tolist(), sure_large.box.tolist()]  # best first
+    probability = engine.detector.judge.gather(small_face_on_bricks, [face], [])[0].probability()
+    assert kept[0].score == pytest.approx(probability) and probability > sure_large.score
+
+
+def test_the_weights_name_every_piece_of_evidence():
+    assert set(LOGIT_WEIGHTS) == {field.name for field in dataclasses.fields(Evidence)}
+
+
+def test_a_silent_cascade_counts_against_a_candidate():
+    heard = Evidence(0.9, 0.02, 0.02, 0.8, 0.6, 0.7, haar_default=5.0, haar_alt2=55.0)
+    silent = dataclasses.replace(heard, haar_default=None, haar_alt2=None)
+    assert silent.logit() < heard.logit()
+
+
+def test_without_opencvs_cascades_the_judge_cannot_load(tmp_path):
+    with pytest.raises(ModelUnavailable, match="haarcascade_frontalface_default.xml"):
+        load_haar_cascades(tmp_path)
 
 
 def test_clutter_leaves_every_face_where_it_was():
