@@ -10,8 +10,9 @@ present, on aged grey canvases 1600–3000 px wide, faces 28–60 px, some looki
 is reproducible; by default with the clutter of real photos (``group_clutter.py``: stone, brick, wallpaper, foliage,
 pictures, patterned clothes, hands, hats, scratches, the print's border), ``--plain`` without. A true face is found
 when a detected box's centre lies in its box and the sides agree within 2x (one detection per face); every other
-detection is a false positive. Seeds 100–119 were used to choose the thresholds and the confirmation of the
-small-face pass; report on other seeds (the default 0..N-1).
+detection is a false positive. Seeds 100–139 were used to fit the small-face judge (``deployments/faces/confirm.py``)
+and choose its threshold; report on other seeds (the default 0..N-1). ``--thresholds 0.5,0.7,0.9`` adds #25's band
+recall and false positives at each bar from one run.
 """
 
 from __future__ import annotations
@@ -68,11 +69,20 @@ def main() -> None:
         "--eval-dir", type=Path, default=REPO_ROOT.parent / "shared" / "eval", help="shared evaluation photos, if any"
     )
     parser.add_argument("--misses-dir", type=Path, help="write a crop of every missed face here")
+    parser.add_argument(
+        "--thresholds",
+        help="also report #25's band recall and false positives at each of these small_face_threshold values "
+        "(comma-separated; detection runs once at the lowest, each bar filters the small faces' scores after)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     cv2.setNumThreads(1)
     torch.set_num_threads(1)
-    config = FaceAnalysisConfig(num_threads=1, **parse_settings(args.settings))
+    settings = parse_settings(args.settings)
+    thresholds = sorted(float(v) for v in args.thresholds.split(",")) if args.thresholds else []
+    if thresholds:
+        settings["small_face_threshold"] = thresholds[0]
+    config = FaceAnalysisConfig(num_threads=1, **settings)
     mtcnn_dir = None if args.no_mtcnn else args.models_root / "mtcnn"
     engine = FaceAnalysisPredictor(args.models_root / "mediapipe", config, mtcnn_dir=mtcnn_dir)
     sources = face_sources(args.eval_dir)
@@ -84,6 +94,7 @@ def main() -> None:
     kinds = {"looking down": [], "turned": [], "rolled": [], "frontal": []}
     sources_found = {"tight LFW crop": [], "face with hair and neck": []}
     sides, hits, seconds, false_positives = [], [], [], 0
+    sweep = {threshold: [0, 0, 0] for threshold in thresholds}  # band faces found, band faces, false positives
     engine.analyze(np.zeros((64, 64, 3), np.uint8))  # interpreters are built on first use
     for seed in range(args.first_seed, args.first_seed + args.photos):
         photo = make_old_group_photo(sources, seed=seed, grain_sigma=grain, clutter=not args.plain)
@@ -96,6 +107,13 @@ def main() -> None:
         photo_sides = np.maximum(photo.boxes[:, 2] - photo.boxes[:, 0], photo.boxes[:, 3] - photo.boxes[:, 1])
         sides.extend(photo_sides)
         in_range = (photo_sides >= ISSUE_SIDE_PX[0]) & (photo_sides <= ISSUE_SIDE_PX[1])
+        for threshold, counts in sweep.items():
+            # a small face's score is the judge's probability; the final NMS keeps the same faces at a higher bar
+            kept = [f.box for f in faces if f.score >= threshold or _side(f.box) > config.small_face_max_px]
+            at_bar = match_faces(photo.boxes, np.array(kept).reshape(-1, 4))
+            counts[0] += int(at_bar.found[in_range].sum())
+            counts[1] += int(in_range.sum())
+            counts[2] += at_bar.false_positives
         for index, found in enumerate(result.found):
             sources_found["tight LFW crop" if photo.tight_crop[index] else "face with hair and neck"].append(found)
             if photo.pitch_deg[index] >= 20:
@@ -134,9 +152,18 @@ def main() -> None:
     for low, high in [(0, 36), (36, 45), (45, 60), (60, 1000)]:
         in_bin = (sides_array >= low) & (sides_array < high)
         summary.append(f"  true box side {low}-{high} px: {int(hits_array[in_bin].sum())}/{int(in_bin.sum())}")
+    for threshold, (found, band, wrong) in sweep.items():
+        summary.append(
+            f"  small_face_threshold {threshold}: 28–60 px {found}/{band} ({found / max(band, 1):.1%}), "
+            f"false positives {wrong} ({wrong / args.photos:.2f}/photo)"
+        )
     logger.info("command: %s", shlex.join([Path(sys.executable).name, *sys.argv]))
     logger.info("config: %s", dataclasses.asdict(config))
     logger.info("\n".join(rows + [""] + summary))
+
+
+def _side(box) -> float:
+    return max(box[2] - box[0], box[3] - box[1])
 
 
 if __name__ == "__main__":
