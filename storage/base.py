@@ -9,6 +9,8 @@ Both implementations (``LocalStore``, ``S3Store``) follow the same specification
   them (call ``head`` when they are needed), in no promised order: AWS sorts by UTF-8 bytes, but SeaweedFS lists a
   "folder" ``in/`` before the object ``in.jpg``;
 - ``delete`` of a missing key succeeds, as on S3;
+- ``open_read`` describes the object (or fails: ``ObjectNotFound``...) before the first byte is read, then hands its
+  bytes out chunk by chunk, so a download can decide its status and headers first and never holds the object whole;
 - ``put`` may be conditional, as S3's ``If-None-Match: *`` / ``If-Match: <etag>``: exactly one of many writers racing
   on ``if_absent`` wins, the others get ``PreconditionFailed`` (the base of create-once records such as the jobs
   API's idempotency keys); ``if_match`` of a missing object fails the same way.
@@ -20,7 +22,7 @@ import abc
 import os
 import re
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -33,6 +35,7 @@ from storage.errors import ObjectNotFound
 from storage.keys import normalize_prefix
 
 MAX_METADATA_BYTES = 2048
+READ_CHUNK_BYTES = 1 << 20  # one read of a streamed object: what a stream holds in memory
 _METADATA_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
 _METADATA_VALUE = re.compile(r"[\x20-\x7e]*")
 _BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -61,6 +64,41 @@ class StoredObject:
     info: ObjectInfo
 
 
+class ObjectReader:
+    """An object opened for reading: ``info`` at once, then its bytes chunk by chunk (``READ_CHUNK_BYTES`` at most
+    each). The file or response body is released when the bytes run out, when reading fails, or on ``close`` (a
+    download whose client went away); iterating a closed reader yields nothing."""
+
+    def __init__(self, info: ObjectInfo, chunks: Iterator[bytes], release: Callable[[], None]) -> None:
+        self.info = info
+        self._chunks = chunks
+        self._release = release
+        self.closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        if self.closed:
+            raise StopIteration
+        try:
+            return next(self._chunks)
+        except BaseException:  # the end (StopIteration) or a failed read: nothing more will be read
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._release()
+
+    def __enter__(self) -> ObjectReader:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
 @runtime_checkable
 class ObjectStore(Protocol):
     """A flat namespace of keys to bytes: a bucket (with an optional prefix) or a local folder."""
@@ -72,6 +110,11 @@ class ObjectStore(Protocol):
     def get_to(self, key: str, handle: BinaryIO, *, max_bytes: int) -> ObjectInfo:
         """Stream the object into ``handle`` chunk by chunk (never whole in memory), ``ObjectTooLarge`` past
         ``max_bytes``."""
+        ...
+
+    def open_read(self, key: str) -> ObjectReader:
+        """Open the object for a streamed read: its description now (errors such as ``ObjectNotFound`` raised here,
+        before any byte), its bytes as the reader is iterated; the caller closes the reader (``with``)."""
         ...
 
     def head(self, key: str) -> ObjectInfo:

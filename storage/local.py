@@ -31,12 +31,12 @@ import os
 import stat
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from storage.base import HeadExists, ObjectInfo, StoredObject, normalize_metadata
+from storage.base import READ_CHUNK_BYTES, HeadExists, ObjectInfo, ObjectReader, StoredObject, normalize_metadata
 from storage.errors import (
     AccessDenied,
     InvalidKey,
@@ -51,7 +51,6 @@ from storage.locks import file_lock
 logger = logging.getLogger(__name__)
 
 HIDDEN_DIR = ".portrait-store"
-_READ_CHUNK_BYTES = 1 << 20
 _FALLBACK_CONTENT_TYPE = "application/octet-stream"
 _MAX_NAME_BYTES = 255  # one file name on ext4, XFS, APFS, NTFS
 
@@ -87,7 +86,7 @@ class LocalStore(HeadExists):
                 head = file.read(ObjectTooLarge.HEAD_BYTES)
                 raise ObjectTooLarge(key, size_bytes=st.st_size, max_bytes=max_bytes, head=head)
             copied, digest, head = 0, hashlib.md5(), b""
-            while chunk := file.read(min(_READ_CHUNK_BYTES, max_bytes + 1 - copied)):
+            while chunk := file.read(min(READ_CHUNK_BYTES, max_bytes + 1 - copied)):
                 copied += len(chunk)
                 head = head or chunk[: ObjectTooLarge.HEAD_BYTES]
                 if copied > max_bytes:  # the file grew after fstat (written in place by someone else)
@@ -97,6 +96,34 @@ class LocalStore(HeadExists):
             sidecar = self._matching_sidecar(key, st)
         etag = sidecar["etag"] if sidecar else digest.hexdigest()
         return self._info(key, st, etag, sidecar)
+
+    def open_read(self, key: str) -> ObjectReader:
+        path = self._path(key)
+        with self._os_errors(key):
+            file = open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb")
+        try:
+            with self._os_errors(key):
+                st = os.fstat(file.fileno())
+                sidecar = self._matching_sidecar(key, st)
+                etag = sidecar["etag"] if sidecar else self._computed_etag(key, path, st, file)
+        except BaseException:
+            file.close()
+            raise
+        info = self._info(key, st, etag, sidecar)
+        return ObjectReader(info, self._chunks(key, file, st.st_size), file.close)
+
+    def _chunks(self, key: str, file: BinaryIO, size_bytes: int) -> Iterator[bytes]:
+        """The open file's bytes, exactly the ``size_bytes`` it had when opened (the length a download announced)."""
+        left = size_bytes
+        with self._os_errors(key):
+            while left:
+                chunk = file.read(min(READ_CHUNK_BYTES, left))
+                if not chunk:
+                    raise ObjectStoreError(
+                        f"{key!r} in {self.root} shrank while it was read", key=key, bucket=self._bucket
+                    )
+                left -= len(chunk)
+                yield chunk
 
     def head(self, key: str) -> ObjectInfo:
         path = self._path(key)
@@ -243,15 +270,20 @@ class LocalStore(HeadExists):
             return None
         return sidecar if tuple(sidecar["identity"]) == _identity(st) else None
 
-    def _computed_etag(self, key: str, path: Path, st: os.stat_result) -> str:
+    def _computed_etag(self, key: str, path: Path, st: os.stat_result, opened: BinaryIO | None = None) -> str:
+        """The MD5 of the file (``opened``, which is rewound after, when the caller holds it open), cached by
+        identity."""
         identity = _identity(st)
         cached = self._computed_etags.get(key)
         if cached and cached[0] == identity:
             return cached[1]
         digest = hashlib.md5()
-        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
-            while chunk := file.read(_READ_CHUNK_BYTES):
+        with (
+            nullcontext(opened) if opened is not None else open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb")
+        ) as file:
+            while chunk := file.read(READ_CHUNK_BYTES):
                 digest.update(chunk)
+            file.seek(0)
         self._computed_etags[key] = (identity, digest.hexdigest())
         return digest.hexdigest()
 
@@ -297,7 +329,7 @@ class LocalStore(HeadExists):
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(fd, "wb") as file:
-                while chunk := source.read(_READ_CHUNK_BYTES):
+                while chunk := source.read(READ_CHUNK_BYTES):
                     digest.update(chunk)
                     file.write(chunk)
                 file.flush()

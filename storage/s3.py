@@ -22,7 +22,15 @@ import boto3
 import botocore.exceptions
 from botocore.config import Config
 
-from storage.base import HeadExists, ObjectInfo, RetryMode, StoredObject, normalize_metadata
+from storage.base import (
+    READ_CHUNK_BYTES,
+    HeadExists,
+    ObjectInfo,
+    ObjectReader,
+    RetryMode,
+    StoredObject,
+    normalize_metadata,
+)
 from storage.errors import (
     AccessDenied,
     BucketNotFound,
@@ -38,7 +46,6 @@ from storage.keys import is_valid_key, normalize_prefix, safe_join, validate_lis
 
 logger = logging.getLogger(__name__)
 
-_READ_CHUNK_BYTES = 1 << 20
 
 # S3 error code (or, for bodiless replies such as HEAD, the HTTP status as a string) -> our error.
 _ERRORS_BY_CODE: dict[str, type[ObjectStoreError]] = {
@@ -151,6 +158,18 @@ class S3Store(HeadExists):
             finally:
                 body.close()
         return self._info(key, reply)
+
+    def open_read(self, key: str) -> ObjectReader:
+        full_key = self._full_key(key)
+        with self._s3_errors(key):
+            reply = self._client.get_object(Bucket=self.bucket, Key=full_key)
+        body = reply["Body"]  # botocore checks at its end that it carried ContentLength bytes
+        return ObjectReader(self._info(key, reply), self._chunks(key, body), body.close)
+
+    def _chunks(self, key: str, body: Any) -> Iterator[bytes]:
+        with self._s3_errors(key):
+            while chunk := body.read(READ_CHUNK_BYTES):
+                yield chunk
 
     def head(self, key: str) -> ObjectInfo:
         full_key = self._full_key(key)
@@ -295,7 +314,7 @@ def _copy_capped(body: Any, write: Callable[[bytes], object], key: str, max_byte
     """Hand a response body to ``write`` chunk by chunk, refusing it once it passes ``max_bytes`` (a lying
     Content-Length cannot exhaust memory or disk)."""
     size_bytes, head = 0, b""
-    while chunk := body.read(min(_READ_CHUNK_BYTES, max_bytes + 1 - size_bytes)):
+    while chunk := body.read(min(READ_CHUNK_BYTES, max_bytes + 1 - size_bytes)):
         size_bytes += len(chunk)
         head = head or chunk[: ObjectTooLarge.HEAD_BYTES]
         if size_bytes > max_bytes:

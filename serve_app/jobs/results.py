@@ -42,16 +42,7 @@ class JobResult:
         return {name: data for name in COMPANIONS if (data := getattr(self, name)) is not None}
 
     def headers(self) -> dict[str, str]:
-        """The metadata a plain image response carries in headers."""
-        weights = ",".join(_weights_item(w) for w in self.meta.weights) or "none"
-        report = self.meta.report or {}
-        return {
-            "X-Portrait-Engine": self.meta.engine,
-            "X-Portrait-Weights": weights,
-            "X-Portrait-Faces": str(self.meta.faces),
-            **({"X-Portrait-Compliance": report["verdict"]} if "verdict" in report else {}),
-            **({"X-Portrait-Colorized": _colorized(report["colorize"])} if "colorize" in report else {}),
-        }
+        return result_headers(self.meta)
 
     @classmethod
     def from_json(cls, answer: dict[str, Any]) -> JobResult:
@@ -99,6 +90,19 @@ def encode_like_source(rgb: np.ndarray, fmt: str, source: DecodedImage) -> bytes
 def _colorized(decision: dict[str, Any]) -> str:
     """``yes``, or ``no: <why>`` (a restore's ``colorize`` decision, for a plain image response)."""
     return "yes" if decision["colorized"] else f"no: {decision['reason']}"
+
+
+def result_headers(meta: ResultMeta) -> dict[str, str]:
+    """The metadata a plain image response carries in headers (a stored result's too, streamed without its body)."""
+    weights = ",".join(_weights_item(w) for w in meta.weights) or "none"
+    report = meta.report or {}
+    return {
+        "X-Portrait-Engine": meta.engine,
+        "X-Portrait-Weights": weights,
+        "X-Portrait-Faces": str(meta.faces),
+        **({"X-Portrait-Compliance": report["verdict"]} if "verdict" in report else {}),
+        **({"X-Portrait-Colorized": _colorized(report["colorize"])} if "colorize" in report else {}),
+    }
 
 
 def _weights_item(weights: WeightsOut) -> str:

@@ -14,9 +14,10 @@ from deployments.common.errors import ServiceError
 from serve_app.app_state import settings_of
 from serve_app.auth import caller_id, current_key
 from serve_app.jobs import job_context, parse_job_params, require_job
-from serve_app.jobs.results import JobResult
+from serve_app.jobs.results import result_headers
 from serve_app.jobs.video import check_media
 from serve_app.jobs_api.callbacks import CallbackRefused, resolve_target
+from serve_app.jobs_api.download import ObjectResponse
 from serve_app.jobs_api.records import JobAccepted, JobListOut, job_json
 from serve_app.jobs_api.service import JobNotReady, JobsService
 from serve_app.jobs_api.submission import read_submission
@@ -86,13 +87,15 @@ async def get_job_result(request: Request, job_id: str) -> Response:
     view = await service.view(caller_id(), job_id)
     if view.status != "succeeded" or view.result is None:
         raise JobNotReady(f"job {job_id} is {view.status}: no result", details={"status": view.status})
-    body = await asyncio.to_thread(service.store.result_body, view)
     meta = view.result.meta
-    headers = JobResult(body=body, media_type=meta.media_type, meta=meta).headers()
+    headers = result_headers(meta)
     params = parse_job_params(view.record.task, view.record.params, job_context(settings_of(request)))
     if params.return_ == "json":
+        body = await asyncio.to_thread(service.store.result_body, view)
         return JSONResponse(await asyncio.to_thread(service.store.result_json, view, body), headers=headers)
-    return Response(content=body, media_type=meta.media_type, headers=headers)
+    # Opened (a missing object fails) before the status line goes out; then streamed, never whole in memory.
+    reader = await asyncio.to_thread(service.store.open_result, view)
+    return ObjectResponse(reader, media_type=meta.media_type, headers=headers)
 
 
 @router.delete("/v1/jobs/{job_id}", responses={204: {"description": "a finished job's data deleted"}, **_ERRORS})

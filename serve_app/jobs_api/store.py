@@ -30,7 +30,7 @@ from serve_app.jobs.video import read_progress, work_prefix
 from serve_app.jobs_api.config import within
 from serve_app.jobs_api.layout import JobRef, idempotency_key, is_job_id
 from serve_app.jobs_api.records import IdempotencyClaim, JobRecord, JobState, JobView
-from storage.base import Location, ObjectStore, StoreSettings, open_store, parse_location
+from storage.base import Location, ObjectReader, ObjectStore, StoreSettings, open_store, parse_location
 from storage.errors import ObjectNotFound, PreconditionFailed
 from storage.keys import lease_name
 
@@ -178,11 +178,17 @@ class JobStore:
             logger.warning("%s: unreadable idempotency claim of %s (replaced by the next submit)", self, owner)
             return None, stored.info.etag
 
-    def result_body(self, view: JobView) -> bytes:
+    def open_result(self, view: JobView) -> ObjectReader:
+        """The result opened for a streamed download: a video's may be GiBs, so it is never read whole here."""
         stored = view.result
         if stored is None:
             raise ObjectNotFound(view.record.id)
-        return self._outputs[view.record.task].get(stored.result_key, max_bytes=1 << 31).data
+        return self._outputs[view.record.task].open_read(stored.result_key)
+
+    def result_body(self, view: JobView) -> bytes:
+        """The result whole, for ``return=json`` (base64 in a JSON body; image jobs, bounded by the pixel caps)."""
+        with self.open_result(view) as reader:
+            return b"".join(reader)
 
     def result_json(self, view: JobView, body: bytes) -> dict[str, Any]:
         """What ``return=json`` answers (``JobResult.to_json``), from the stored image, companions (sheet, HD copy)

@@ -138,6 +138,38 @@ class ObjectStoreContract:
         with pytest.raises(ObjectTooLarge):
             store.get_to("big.bin", _RecordingFile(), max_bytes=2047)
 
+    def test_open_read_describes_the_object_then_streams_it_in_chunks(self, store: ObjectStore) -> None:
+        data = bytes(range(256)) * (4096 * 3 + 1)  # 3 MiB and a bit: more than one chunk
+        written = store.put("out/clip.mp4", data, content_type="video/mp4", metadata={"Job": "restore"})
+
+        with store.open_read("out/clip.mp4") as reader:
+            info = reader.info
+            chunks = list(reader)
+            assert reader.closed  # read to the end: released without waiting for the with
+
+        assert b"".join(chunks) == data
+        assert len(chunks) >= 4 and max(map(len, chunks)) <= 1 << 20  # never the whole object at once
+        described = (info.key, info.size_bytes, info.etag, info.content_type, info.user_metadata)
+        assert described == ("out/clip.mp4", len(data), written.etag, "video/mp4", {"job": "restore"})
+
+    def test_open_read_of_an_empty_object_yields_no_bytes(self, store: ObjectStore) -> None:
+        store.put("empty.bin", b"", content_type="application/octet-stream")
+
+        with store.open_read("empty.bin") as reader:
+            assert (reader.info.size_bytes, list(reader)) == (0, [])
+
+    def test_a_reader_closed_early_reads_no_more(self, store: ObjectStore) -> None:
+        data = bytes(range(256)) * (4096 * 3)
+        store.put("big.bin", data, content_type="application/octet-stream")
+
+        reader = store.open_read("big.bin")
+        first = next(reader)
+        reader.close()
+        reader.close()  # twice is harmless (the route closes, then its with does)
+
+        assert data.startswith(first) and len(first) < len(data)
+        assert reader.closed and list(reader) == []
+
     def test_put_file_stores_the_file_as_put_stores_its_bytes(self, store: ObjectStore, tmp_path: Path) -> None:
         data = bytes(range(256)) * (4096 * 3 + 1)  # 3 MiB and a bit: more than one chunk
         source = tmp_path / "result.mp4"
@@ -189,6 +221,8 @@ class ObjectStoreContract:
             store.get("missing.jpg", max_bytes=10)
         with pytest.raises(ObjectNotFound):
             store.head("missing.jpg")
+        with pytest.raises(ObjectNotFound):  # when opened, before any byte: a download can still answer an error
+            store.open_read("missing.jpg")
         assert not store.exists("missing.jpg")
 
     def test_exists_after_put(self, store: ObjectStore) -> None:
@@ -236,6 +270,8 @@ class ObjectStoreContract:
             store.get(key, max_bytes=10)
         with pytest.raises(InvalidKey):
             store.head(key)
+        with pytest.raises(InvalidKey):
+            store.open_read(key)
         with pytest.raises(InvalidKey):
             store.delete(key)
 

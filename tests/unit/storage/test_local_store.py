@@ -149,6 +149,47 @@ def test_put_file_copies_a_chunk_at_a_time_never_the_whole_file(store: LocalStor
     assert (store.root / "out" / "result.mp4").read_bytes() == data
 
 
+def test_open_read_of_a_file_dropped_by_hand_hashes_it_then_reads_it_from_the_start(store: LocalStore) -> None:
+    data = os.urandom(3 << 20)
+    (store.root / "in").mkdir(parents=True)
+    (store.root / "in" / "dropped.mp4").write_bytes(data)  # no sidecar: the ETag comes from the bytes
+
+    with store.open_read("in/dropped.mp4") as reader:
+        assert (reader.info.etag, reader.info.content_type) == (hashlib.md5(data).hexdigest(), "video/mp4")
+        assert b"".join(reader) == data
+
+
+def test_open_read_streams_a_chunk_at_a_time_never_the_whole_file(store: LocalStore, tmp_path: Path) -> None:
+    data = os.urandom(8 << 20)
+    source = tmp_path / "result.mp4"
+    source.write_bytes(data)
+    store.put_file("out/result.mp4", source, content_type="video/mp4")
+    digest = hashlib.md5()
+    tracemalloc.start()
+    try:
+        with store.open_read("out/result.mp4") as reader:
+            for chunk in reader:
+                digest.update(chunk)
+        _, peak_bytes = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert peak_bytes < 3 << 20  # one 1 MiB chunk and bookkeeping; get would hold all 8 MiB
+    assert digest.hexdigest() == hashlib.md5(data).hexdigest()
+
+
+def test_a_file_cut_short_while_read_fails_the_read(store: LocalStore) -> None:
+    data = os.urandom(3 << 20)
+    store.put("out/clip.mp4", data, content_type="video/mp4")
+
+    with store.open_read("out/clip.mp4") as reader:
+        first = next(reader)
+        os.truncate(store.root / "out" / "clip.mp4", len(first) + 10)  # rewritten in place by someone else
+        with pytest.raises(ObjectStoreError, match="shrank"):
+            list(reader)
+        assert reader.closed
+
+
 @pytest.mark.parametrize("round_", range(20))
 def test_racing_creates_of_one_key_have_exactly_one_winner(tmp_path: Path, round_: int) -> None:
     """Eight writers, each through its own store (as replicas sharing the folder would be), create one key at once."""
