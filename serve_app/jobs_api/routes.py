@@ -17,7 +17,7 @@ from serve_app.jobs import job_context, parse_job_params, require_job
 from serve_app.jobs.results import result_headers
 from serve_app.jobs.video import check_media
 from serve_app.jobs_api.callbacks import CallbackRefused, resolve_target
-from serve_app.jobs_api.download import ObjectResponse
+from serve_app.jobs_api.download import ObjectResponse, base64_json_response
 from serve_app.jobs_api.records import JobAccepted, JobListOut, job_json
 from serve_app.jobs_api.service import JobNotReady, JobsService
 from serve_app.jobs_api.submission import read_submission
@@ -90,11 +90,12 @@ async def get_job_result(request: Request, job_id: str) -> Response:
     meta = view.result.meta
     headers = result_headers(meta)
     params = parse_job_params(view.record.task, view.record.params, job_context(settings_of(request)))
-    if params.return_ == "json":
-        body = await asyncio.to_thread(service.store.result_body, view)
-        return JSONResponse(await asyncio.to_thread(service.store.result_json, view, body), headers=headers)
-    # Opened (a missing object fails) before the status line goes out; then streamed, never whole in memory.
+    # Everything read or opened (a missing object fails) before the status line goes out; the result itself is then
+    # streamed, never whole in memory (README "Asynchronous jobs").
+    fields = await asyncio.to_thread(service.store.result_json_fields, view) if params.return_ == "json" else None
     reader = await asyncio.to_thread(service.store.open_result, view)
+    if fields is not None:
+        return base64_json_response(reader, "image_b64", fields, headers)
     return ObjectResponse(reader, media_type=meta.media_type, headers=headers)
 
 

@@ -3,7 +3,6 @@ Blocking calls: the API and the runner call them in worker threads."""
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
@@ -185,20 +184,14 @@ class JobStore:
             raise ObjectNotFound(view.record.id)
         return self._outputs[view.record.task].open_read(stored.result_key)
 
-    def result_body(self, view: JobView) -> bytes:
-        """The result whole, for ``return=json`` (base64 in a JSON body; image jobs, bounded by the pixel caps)."""
-        with self.open_result(view) as reader:
-            return b"".join(reader)
-
-    def result_json(self, view: JobView, body: bytes) -> dict[str, Any]:
-        """What ``return=json`` answers (``JobResult.to_json``), from the stored image, companions (sheet, HD copy)
-        and attachments."""
+    def result_json_fields(self, view: JobView) -> dict[str, Any]:
+        """What ``return=json`` answers (``JobResult.to_json``) after the result's own ``image_b64`` (streamed from
+        ``open_result``, never read whole): its media type and meta, companions (sheet, HD copy) and attachments."""
         stored = view.result
         if stored is None:
             raise ObjectNotFound(view.record.id)
         output = self._outputs[view.record.task]
         answer: dict[str, Any] = {
-            "image_b64": base64.b64encode(body).decode("ascii"),
             "media_type": stored.meta.media_type,
             "meta": stored.meta.model_dump(),
         }

@@ -4,24 +4,32 @@ video result of GiBs costs the ingress a chunk at a time, and a client that leav
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import os
 import tracemalloc
 from pathlib import Path
 
+import pytest
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+from fastapi.testclient import TestClient
+from httpx import Response as ClientResponse
+
 from serve_app.auth.caller import ANONYMOUS
 from serve_app.jobs_api import JobStore
 from serve_app.jobs_api.config import within
+from serve_app.jobs_api.download import base64_json_response
 from serve_app.jobs_api.layout import JobRef
 from storage.base import ObjectReader, open_store
 
 LARGE_BYTES = 48 << 20
 
 
-def finished_job(jobs_app, photo: bytes) -> tuple[str, str]:
+def finished_job(jobs_app, photo: bytes, **params: str) -> tuple[str, str]:
     """A succeeded cartoon job: its id and the key of its result in the cartoon output store."""
     files = {"image": ("me.jpg", photo, "image/jpeg")}
-    job_id = jobs_app.client.post("/v1/jobs", files=files, data={"task": "cartoon"}).json()["id"]
+    job_id = jobs_app.client.post("/v1/jobs", files=files, data={"task": "cartoon", **params}).json()["id"]
     assert jobs_app.wait(job_id)["status"] == "succeeded"
     view = jobs_app.store.view(JobRef(ANONYMOUS, job_id))
     return job_id, view.result.result_key
@@ -41,28 +49,71 @@ def replace_result(store: JobStore, result_key: str, tmp_path: Path) -> str:
     return digest.hexdigest()
 
 
+def download(client, url: str) -> tuple[ClientResponse, bytes, str, int, int]:
+    """GET ``url`` as a stream: the response, its first 64 bytes, the body's MD5 and length, and the tracemalloc
+    peak while it was read (the test client hands the chunks over as the app sends them)."""
+    digest, first = hashlib.md5(), b""
+    tracemalloc.start()
+    try:
+        with client.stream("GET", url) as answer:
+            for chunk in answer.iter_bytes():
+                first = first or chunk[:64]
+                digest.update(chunk)
+        _, peak_bytes = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return answer, first, digest.hexdigest(), answer.num_bytes_downloaded, peak_bytes
+
+
 def test_a_large_result_streams_with_the_same_headers_in_bounded_memory(jobs_app, photo_jpeg, tmp_path):
     client = jobs_app.client
     job_id, result_key = finished_job(jobs_app, photo_jpeg)
     small = client.get(f"/v1/jobs/{job_id}/result")
     expected_md5 = replace_result(jobs_app.store, result_key, tmp_path)
-    digest, received = hashlib.md5(), 0
-    tracemalloc.start()
-    try:
-        with client.stream("GET", f"/v1/jobs/{job_id}/result") as answer:
-            for chunk in answer.iter_bytes():
-                digest.update(chunk)
-                received += len(chunk)
-        _, peak_bytes = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+
+    answer, _, md5, received, peak_bytes = download(client, f"/v1/jobs/{job_id}/result")
 
     assert answer.status_code == small.status_code == 200
-    assert (received, digest.hexdigest()) == (LARGE_BYTES, expected_md5)
+    assert (received, md5) == (LARGE_BYTES, expected_md5)
     assert answer.headers["content-length"] == str(LARGE_BYTES)
     unchanged = {name: value for name, value in small.headers.items() if name != "content-length"}
     assert {name: value for name, value in answer.headers.items() if name != "content-length"} == unchanged
     assert peak_bytes < 8 << 20  # a few 1 MiB chunks in flight; a whole read held all 48 MiB (and more)
+
+
+def test_a_large_result_in_return_json_streams_its_base64_in_bounded_memory(jobs_app, photo_jpeg, tmp_path):
+    client = jobs_app.client
+    job_id, result_key = finished_job(jobs_app, photo_jpeg, **{"return": "json"})
+    small = client.get(f"/v1/jobs/{job_id}/result").json()
+    replace_result(jobs_app.store, result_key, tmp_path)
+
+    answer, first, _, received, peak_bytes = download(client, f"/v1/jobs/{job_id}/result")
+
+    rest = JSONResponse({key: value for key, value in small.items() if key != "image_b64"}).body
+    expected_bytes = len(b'{"image_b64":"') + -(-LARGE_BYTES // 3) * 4 + len(b'",') + len(rest) - 1
+    assert (answer.status_code, answer.headers["content-type"]) == (200, "application/json")
+    assert received == int(answer.headers["content-length"]) == expected_bytes
+    assert first.startswith(b'{"image_b64":"')
+    assert peak_bytes < 8 << 20  # the base64 of 48 MiB alone is 64 MiB
+
+
+@pytest.mark.parametrize("size_bytes", [0, 1, 2, 3, 4, (1 << 20) + 1, (3 << 20) + 2])
+@pytest.mark.parametrize("fields", [{"media_type": "image/png", "report": {"名": "证件照", "ok": True}}, {}])
+def test_base64_json_streams_the_bytes_json_response_would(tmp_path, size_bytes, fields):
+    data = os.urandom(size_bytes)  # 1 MiB reads: the encoding carries bytes across chunks
+    store = open_store(str(tmp_path / "store"))
+    store.put("out/result.png", data, content_type="image/png")
+    app = FastAPI()
+
+    @app.get("/result")
+    def result() -> Response:
+        return base64_json_response(store.open_read("out/result.png"), "image_b64", fields, {"X-Portrait-Faces": "1"})
+
+    answer = TestClient(app).get("/result")
+
+    whole = JSONResponse({"image_b64": base64.b64encode(data).decode("ascii"), **fields}).body
+    assert answer.content == whole
+    assert (answer.headers["content-length"], answer.headers["x-portrait-faces"]) == (str(len(whole)), "1")
 
 
 def test_a_client_that_leaves_mid_download_closes_the_result(jobs_app, photo_jpeg, tmp_path, monkeypatch):
