@@ -23,6 +23,7 @@ here: they pass the main threshold as before.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,22 +107,32 @@ class Evidence:
         return 1.0 / (1.0 + math.exp(-self.logit()))
 
 
-def load_haar_cascades(folder: Path | str | None = None) -> tuple[cv2.CascadeClassifier, ...]:
-    """The two frontal-face cascades from OpenCV's own data folder (``cv2.data.haarcascades``)."""
-    folder = Path(folder if folder is not None else cv2.data.haarcascades)
-    cascades = []
-    for name in HAAR_CASCADES:
-        cascade = cv2.CascadeClassifier(str(folder / name))
-        if cascade.empty():
-            raise ModelUnavailable(f"OpenCV's Haar cascade {name} is missing from {folder}")
-        cascades.append(cascade)
-    return tuple(cascades)
+class HaarCascades:
+    """The two frontal-face cascades from OpenCV's own data folder (``cv2.data.haarcascades``). A cascade keeps
+    working buffers, so each calling thread gets its own (as ``TfliteModel`` does with interpreters)."""
+
+    def __init__(self, folder: Path | str | None = None) -> None:
+        self.folder = Path(folder if folder is not None else cv2.data.haarcascades)
+        self._per_thread = threading.local()
+        self.for_this_thread()  # a missing file fails at load, not on the first group photo
+
+    def for_this_thread(self) -> tuple[cv2.CascadeClassifier, ...]:
+        cascades = getattr(self._per_thread, "cascades", None)
+        if cascades is None:
+            cascades = []
+            for name in HAAR_CASCADES:
+                cascade = cv2.CascadeClassifier(str(self.folder / name))
+                if cascade.empty():
+                    raise ModelUnavailable(f"OpenCV's Haar cascade {name} is missing from {self.folder}")
+                cascades.append(cascade)
+            cascades = self._per_thread.cascades = tuple(cascades)
+        return cascades
 
 
 class SmallFaceJudge:
     """Gathers the :class:`Evidence` on small candidates and keeps those it confirms; holds models only."""
 
-    def __init__(self, run_window: WindowRunner, rate_crops: CropRater, cascades: tuple[cv2.CascadeClassifier, ...]):
+    def __init__(self, run_window: WindowRunner, rate_crops: CropRater, cascades: HaarCascades) -> None:
         self.run_window = run_window
         self.rate_crops = rate_crops
         self.cascades = cascades
@@ -169,7 +180,7 @@ class SmallFaceJudge:
             overlapping = box_overlap(detection.box, tile_boxes) > 0.3 if len(tile_boxes) else np.zeros(0, bool)
             haar = [
                 _haar_weight(gray, centre, side, cascade, face_px)
-                for cascade, face_px in zip(self.cascades, HAAR_FACE_PX)
+                for cascade, face_px in zip(self.cascades.for_this_thread(), HAAR_FACE_PX)
             ]
             evidence.append(
                 Evidence(

@@ -166,11 +166,11 @@ class FaceDetector:
         self.mtcnn = self.judge = None
         if mtcnn_dir is not None:
             # torch loads only where MTCNN is used; confirm builds on this module
-            from deployments.faces.confirm import SmallFaceJudge, load_haar_cascades
+            from deployments.faces.confirm import HaarCascades, SmallFaceJudge
             from deployments.faces.mtcnn import Mtcnn
 
             self.mtcnn = Mtcnn(mtcnn_dir)
-            self.judge = SmallFaceJudge(self.short_range.run_window, self.mtcnn.rate, load_haar_cascades())
+            self.judge = SmallFaceJudge(self.short_range.run_window, self.mtcnn.rate, HaarCascades())
 
     def detect(self, image_rgb: np.ndarray, params: DetectionParams = DetectionParams()) -> list[Detection]:
         """All faces in ``image_rgb`` (HxWx3 uint8 RGB), highest score first.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 
 import cv2
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 from skimage import data
 
 from deployments.common.errors import ModelUnavailable
-from deployments.faces.confirm import LOGIT_WEIGHTS, Evidence, load_haar_cascades
+from deployments.faces.confirm import LOGIT_WEIGHTS, Evidence, HaarCascades
 from deployments.faces.detect import Detection, DetectionParams
 from tests.unit.faces.faces_samples import ASTRONAUT_BOX
 from tests.unit.faces.group_photos import face_sources, make_old_group_photo
@@ -63,6 +64,17 @@ def test_confirmed_small_faces_carry_their_probability_and_duplicates_go(engine,
     assert kept[0].score == pytest.approx(probability) and probability > sure_large.score
 
 
+def test_one_judge_serves_many_threads_with_the_same_answers(engine, small_face_on_bricks):
+    """Ray replicas run batched work in worker threads; each gets its own cascades and interpreters."""
+    candidates = [_candidate(*FACE_AT, FACE_PX)] + [_candidate(x0, y0, FACE_PX) for x0, y0 in WALL_AT]
+    alone = engine.detector.judge.gather(small_face_on_bricks, candidates, [])
+    with ThreadPoolExecutor(4) as pool:
+        together = list(
+            pool.map(lambda _: engine.detector.judge.gather(small_face_on_bricks, candidates, []), range(8))
+        )
+    assert all(evidence == alone for evidence in together)
+
+
 def test_the_weights_name_every_piece_of_evidence():
     assert set(LOGIT_WEIGHTS) == {field.name for field in dataclasses.fields(Evidence)}
 
@@ -75,7 +87,7 @@ def test_a_silent_cascade_counts_against_a_candidate():
 
 def test_without_opencvs_cascades_the_judge_cannot_load(tmp_path):
     with pytest.raises(ModelUnavailable, match="haarcascade_frontalface_default.xml"):
-        load_haar_cascades(tmp_path)
+        HaarCascades(tmp_path)
 
 
 def test_clutter_leaves_every_face_where_it_was():
