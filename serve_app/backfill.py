@@ -149,6 +149,7 @@ async def backfill(
         on_outcome=on_outcome,
         holder=f"portrait-process/{new_holder()}",
     )
+    await worker.require_claims()
     started = time.perf_counter()
     await worker.reconcile(route, on_listed=progress.add if progress else None, keep_outcomes=False)
     if progress:

@@ -31,7 +31,7 @@ from typing import BinaryIO, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from deployments.common.errors import InvalidParameter
-from storage.errors import ObjectNotFound
+from storage.errors import ObjectNotFound, PreconditionFailed
 from storage.keys import normalize_prefix
 
 MAX_METADATA_BYTES = 2048
@@ -267,3 +267,17 @@ def normalize_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
             details={"size_bytes": total_bytes},
         )
     return normalized
+
+
+def enforces_conditional_writes(store: ObjectStore, probe_key: str) -> bool:
+    """Whether ``store`` refuses a second ``put(if_absent=True)`` of one key. An S3 server that ignores
+    ``If-None-Match`` (older MinIO) answers 200 and overwrites, so claims resting on it would all win. Writes, then
+    deletes, ``probe_key``."""
+    store.put(probe_key, b"{}", content_type="application/json", if_absent=True)
+    try:
+        store.put(probe_key, b"{}", content_type="application/json", if_absent=True)
+    except PreconditionFailed:
+        return True
+    finally:
+        store.delete(probe_key)
+    return False

@@ -167,14 +167,15 @@ class ObjectAttempts:
             if is_recorded(await asyncio.to_thread(find_records, output_store, names), seen.source):
                 return ObjectOutcome(route.name, key, Status.SKIPPED, etag=info.etag, attempts=attempt)
             names.require_metadata()
-            if not await asyncio.to_thread(self._leases.claim, output_store, names.lease):
+            claim = await asyncio.to_thread(self._leases.claim, output_store, names.lease)
+            if claim is None:
                 return ObjectOutcome(route.name, key, Status.DEFERRED, code="in_progress", attempts=attempt)
             try:
                 await self._run(route, names, info.user_metadata, attempt, seen)
             except InputError as exc:  # recorded while the claim is held
                 return await self._refuse(route, names, seen.source, exc, attempt)
             finally:
-                await asyncio.to_thread(self._leases.release, output_store, names.lease)
+                await asyncio.to_thread(self._leases.release, output_store, names.lease, claim)
         except ObjectNotFound:
             return ObjectOutcome(route.name, key, Status.GONE, attempts=attempt)
         except InputError as exc:

@@ -121,6 +121,7 @@ class BucketRunner:
             on_outcome=self._observe,
             locks=old.locks if old else None,
         )
+        await worker.require_claims()
         self._route_callbacks = RouteCallbacks(table.routes, self._jobs_config)
         for loop in self._loops:  # the previous worker's loops stop; its in-flight objects finish, under its locks
             loop.cancel()

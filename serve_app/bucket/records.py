@@ -192,12 +192,19 @@ def dump_record(record: BaseModel) -> bytes:
 
 
 def read_record(store: ObjectStore, key: str, model: type[BaseModel]) -> Any:
+    found = read_record_at(store, key, model)
+    return None if found is None else found[0]
+
+
+def read_record_at(store: ObjectStore, key: str, model: type[BaseModel]) -> tuple[Any, str] | None:
+    """The record (``None`` when unreadable) and the ETag it was read at, for a write conditioned on it; ``None``
+    when absent."""
     try:
         stored = store.get(key, max_bytes=MAX_RECORD_BYTES)
     except ObjectNotFound:
         return None
     try:
-        return model.model_validate(json.loads(stored.data))
+        return model.model_validate(json.loads(stored.data)), stored.info.etag
     except (ValueError, ValidationError) as exc:  # a hand-edited or foreign file: redo the object, say why
         logger.warning("%s: unreadable record %r (%s); the source will be processed again", store, key, exc)
-        return None
+        return None, stored.info.etag

@@ -36,7 +36,7 @@ from serve_app.backend import Backend
 from serve_app.bucket.attempts import JobExecutor, ObjectAttempts
 from serve_app.bucket.events import ObjectEvent, created_events
 from serve_app.bucket.folders import input_folder_missing
-from serve_app.bucket.leases import RUNNER_HOLDER
+from serve_app.bucket.leases import RUNNER_HOLDER, require_conditional_writes
 from serve_app.bucket.outcomes import DEFAULT_RETRY, ObjectOutcome, RetryPolicy, RouteState, Status, is_transient
 from serve_app.bucket.pending import KeyLocks, PendingObject, PendingObjects
 from serve_app.bucket.records import RecordNames, record_names
@@ -99,6 +99,11 @@ class BucketWorker:
         self._done: dict[tuple[str, str], tuple[str, RecordNames]] = {}  # (route, key) → ETag recorded, its names
         self.counts: dict[str, int] = {status.value: 0 for status in Status}
         self._states = {route.name: RouteState() for route in table.routes}
+
+    async def require_claims(self) -> None:
+        """``InvalidParameter`` for a route whose output store ignores conditional writes: claims rest on them."""
+        for route in self.table.routes:
+            await asyncio.to_thread(require_conditional_writes, self._stores[route.name][1], route.name)
 
     def route_states(self) -> dict[str, RouteState]:
         """Each route's last scan, backlog and last error (``/healthz`` shows them)."""

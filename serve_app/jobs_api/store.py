@@ -29,8 +29,16 @@ from serve_app.jobs.video import read_progress, work_prefix
 from serve_app.jobs_api.config import within
 from serve_app.jobs_api.layout import JobRef, idempotency_key, is_job_id
 from serve_app.jobs_api.records import IdempotencyClaim, JobRecord, JobState, JobView
-from storage.base import Location, ObjectReader, ObjectStore, StoreSettings, open_store, parse_location
-from storage.errors import ObjectNotFound, PreconditionFailed
+from storage.base import (
+    Location,
+    ObjectReader,
+    ObjectStore,
+    StoreSettings,
+    enforces_conditional_writes,
+    open_store,
+    parse_location,
+)
+from storage.errors import ObjectNotFound
 from storage.keys import lease_name
 
 logger = logging.getLogger(__name__)
@@ -58,14 +66,8 @@ class JobStore:
 
     def _check_conditional_writes(self) -> None:
         """An S3 server that ignores ``If-None-Match`` would let two submits with one idempotency key both win."""
-        probe = f"probes/{uuid.uuid4().hex}.json"
-        self.root.put(probe, b"{}", content_type=JSON_TYPE, if_absent=True)
-        try:
-            self.root.put(probe, b"{}", content_type=JSON_TYPE, if_absent=True)
-        except PreconditionFailed:
+        if enforces_conditional_writes(self.root, f"probes/{uuid.uuid4().hex}.json"):
             return
-        finally:
-            self.root.delete(probe)
         raise InvalidParameter(
             f"the jobs store {self.location} ignores conditional writes (If-None-Match: *), so idempotency keys "
             "cannot hold there: use a store that enforces them (AWS S3, recent MinIO, SeaweedFS, R2, a folder)",

@@ -3,11 +3,15 @@ photos as encoded bytes."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
 from deployments.common.image import encode_image
 from deployments.common.weights import ModelStore, load_manifest
+from serve_app.bucket.leases import Leases
 from serve_app.bucket.outcomes import RetryPolicy
 from serve_app.bucket.routing import build_routing_table
 from serve_app.bucket.runner import BucketWorker, job_executor
@@ -65,3 +69,17 @@ def make_worker(
     )
     options.setdefault("retry", FAST_RETRY)
     return BucketWorker(table, execute or job_executor(backend, ctx), ctx, **options)
+
+
+def race_to_claim(stores, name: str, ttl_s: float = 600.0) -> list[str]:
+    """Each store (as one worker would hold it) claims ``name`` at once, under a holder of its own; who won."""
+    start = threading.Barrier(len(stores))
+
+    def claim(index: int) -> str | None:
+        holder = f"worker-{index}"
+        leases = Leases(ttl_s=ttl_s, holder=holder)
+        start.wait()
+        return holder if leases.claim(stores[index], name) is not None else None
+
+    with ThreadPoolExecutor(len(stores)) as pool:
+        return [holder for holder in pool.map(claim, range(len(stores))) if holder is not None]
