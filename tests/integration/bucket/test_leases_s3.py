@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from serve_app.bucket.leases import Lease, require_conditional_writes
+from serve_app.bucket.leases import Lease, Leases, require_conditional_writes
 from serve_app.bucket.records import RECORD_CONTENT_TYPE, dump_record, read_record
 from storage.keys import lease_name
 from storage.s3 import S3Store
@@ -49,6 +49,19 @@ def test_exactly_one_racer_takes_over_an_expired_claim_each_round(stores: list[S
         winners = race_to_claim(stores, name)
         assert len(winners) == 1
         assert read_record(stores[0], name, Lease).holder == winners[0]
+
+
+def test_a_claim_released_is_gone_and_a_claim_renewed_is_the_holders(stores: list[S3Store]) -> None:
+    """The ETag a claim returns is the one ``head`` reports, so a release deletes it (and does not linger)."""
+    name = lease_name("photos/a.jpg")
+    runner, restarted = Leases(ttl_s=600.0, holder="bucket-runner"), Leases(ttl_s=600.0, holder="bucket-runner")
+    first = runner.claim(stores[0], name)
+    renewed = restarted.claim(stores[1], name)
+    assert first is not None and renewed is not None and renewed != first
+    runner.release(stores[0], name, first)  # the older claim's release leaves the renewed one
+    assert stores[0].head(name).etag == renewed
+    restarted.release(stores[1], name, renewed)
+    assert not stores[0].exists(name)
 
 
 def test_the_start_up_check_passes_and_leaves_no_probe(stores: list[S3Store]) -> None:
