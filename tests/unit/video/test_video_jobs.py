@@ -128,9 +128,9 @@ def test_a_bucket_folder_route_turns_a_video_into_a_video_and_a_record(
 
     put_bytes = LocalStore.put
 
-    def put_no_video(store, key, data, *, content_type, metadata=None):
+    def put_no_video(store, key, data, *, content_type, **options):
         assert content_type != "video/mp4", f"{key}: an MP4 put from {len(data)} bytes in memory"
-        return put_bytes(store, key, data, content_type=content_type, metadata=metadata)
+        return put_bytes(store, key, data, content_type=content_type, **options)
 
     monkeypatch.setattr(LocalStore, "put", put_no_video)
     (tmp_path / "in").mkdir()
