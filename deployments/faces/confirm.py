@@ -51,6 +51,7 @@ HAAR_WINDOW_PER_FACE = 2.2
 HAAR_CENTRE_FRAC = (0.25, 0.3)  # how far (x, y, of the face side) a cascade's hit may sit from the centre
 HAAR_SIZE_RANGE = (0.6, 1.5)
 PROBABILITY_CLIP = 1e-4
+TILE_HIT_IOU = 0.3  # a tile hit counts for a candidate it overlaps this much (weighted NMS's default clustering)
 # A candidate whose eyes (by the box) are under this share of ``min_eye_px`` is smaller than anything the pass looks
 # for: dropped unjudged (the judge was fitted on faces from 28 px; a 15 px speck on an eval photo scored 0.88).
 MIN_EYE_SHARE = 0.75
@@ -177,7 +178,7 @@ class SmallFaceJudge:
         tile_scores = np.array([d.score for d in tile_hits])
         evidence = []
         for index, (detection, side, centre) in enumerate(zip(small, sides, centres)):
-            overlapping = box_overlap(detection.box, tile_boxes) > 0.3 if len(tile_boxes) else np.zeros(0, bool)
+            overlapping = box_overlap(detection.box, tile_boxes) > TILE_HIT_IOU
             haar = [
                 _haar_weight(gray, centre, side, cascade, face_px)
                 for cascade, face_px in zip(self.cascades.for_this_thread(), HAAR_FACE_PX)

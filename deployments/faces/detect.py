@@ -105,8 +105,9 @@ class DetectionParams:
     portrait_face_frac: float | None = 0.15
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.small_face_threshold <= self.score_threshold < 1.0:
-            raise InvalidParameter("thresholds must satisfy 0 < small_face_threshold <= score_threshold < 1")
+        # a detector's score and the small-face judge's probability: two scales, each bar set on its own
+        if not (0.0 < self.score_threshold < 1.0 and 0.0 < self.small_face_threshold < 1.0):
+            raise InvalidParameter("score_threshold and small_face_threshold must each lie in (0, 1)")
         if not 0.0 < self.nms_iou < 1.0:
             raise InvalidParameter(f"nms_iou must be in (0, 1), got {self.nms_iou}")
         if self.min_eye_px <= 0 or min(self.max_windows, self.small_face_max_px, self.small_face_min_image_px) < 0:

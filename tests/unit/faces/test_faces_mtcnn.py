@@ -65,9 +65,13 @@ def test_min_overlap_nms_drops_a_box_inside_a_larger_one():
     assert non_max_suppression(boxes, scores, 0.5, overlap="min").tolist() == [0, 2]
 
 
-def test_small_face_threshold_cannot_exceed_the_main_one():
-    with pytest.raises(InvalidParameter):
-        FaceAnalysisConfig(score_threshold=0.6, small_face_threshold=0.7)
+def test_each_threshold_is_a_bar_of_its_own_within_zero_and_one():
+    """The detector's score and the small-face judge's probability are two scales: either bar may be the higher."""
+    config = FaceAnalysisConfig(score_threshold=0.6, small_face_threshold=0.9)
+    assert (config.score_threshold, config.small_face_threshold) == (0.6, 0.9)
+    for bad in ({"small_face_threshold": 0.0}, {"small_face_threshold": 1.0}, {"score_threshold": 1.0}):
+        with pytest.raises(InvalidParameter):
+            FaceAnalysisConfig(**bad)
     assert FaceAnalysisConfig(min_eye_px=12).min_eye_px == 12  # detection knobs live on the config itself
 
 
