@@ -1,23 +1,25 @@
 """Confirmation of the small-face pass: a candidate face of a group photo stays only when independent looks agree.
 
 Why: the small-face pass gathers candidates far below the usual bars (BlazeFace tiles from
-``detect.TILE_CANDIDATE_SCORE``, MTCNN's three stages from ``mtcnn.MTCNN_CANDIDATE_SCORES``) to reach the grey, grainy
-28–60 px faces of old group photos, and so meets what real photos hold besides faces: stone, foliage, patterned
-cloth, a collar, a border's corner. A restorer would paint a face onto each. No single score separates them: on the
-cluttered photos of ``tests/unit/faces/group_clutter.py`` the face mesh's flag is ~0 on most true faces of this size,
-and O-Net or BlazeFace alone rate blobs on stone as high as a quarter of the faces. What does is agreement:
+``detect.TILE_CANDIDATE_SCORE``, MTCNN's three stages from ``mtcnn.MTCNN_CANDIDATE_SCORES``), on the photo and on a
+smoothed copy of it (``detect.SMOOTHING_SIGMA_PX``: film grain and JPEG blocks hide some grey 30–60 px faces from
+the networks, smoothing hides others), to reach the faces of old group photos, and so meets what real photos hold
+besides faces: stone, foliage, patterned cloth, a collar, a border's corner. A restorer would paint a face onto each.
+No single score separates them: on the cluttered photos of ``tests/unit/faces/group_clutter.py`` the face mesh's flag
+is ~0 on most true faces of this size, and O-Net or BlazeFace alone rate blobs on stone as high as a quarter of the
+faces. What does is agreement, on each ``detect.View``:
 
 - O-Net on the candidate moved by ``SHIFT_PER_SIDE`` of its side four ways (a face stays a face; a blob's score
   falls), and where it puts the eyes: on a face they stay put when the crop moves or is mirrored, on texture they
   wander (``onet_eye_drift``, ``onet_mirror_eye_error``);
 - R-Net on the same crop, BlazeFace at the scale it sees best and its tiles' own best hit there;
-- OpenCV's Haar cascades (``cv2.data``, shipped with opencv-python), a detector of another family, trained on grey
-  24 px faces, with other failures than the networks'.
+- detectors of other families, with other failures than the networks': OpenCV's Haar cascades (``cv2.data``,
+  shipped with opencv-python, trained on grey 24 px faces) and dlib's HOG face detector (built into dlib).
 
-:class:`Evidence` weighs these in one logistic score, fitted on the candidates of the tuning photos (seeds 100–139;
-``docs/BENCHMARKS.md`` has the measurement and the held-out seeds). Its probability is the score a confirmed small
-face carries; ``DetectionParams.small_face_threshold`` is the bar. Faces above ``small_face_max_px`` are not judged
-here: they pass the main threshold as before.
+:class:`Evidence` weighs the looks on both views in one logistic score, fitted on the candidates of the tuning photos
+(seeds 100–139; ``docs/BENCHMARKS.md`` has the measurement and the held-out seeds). Its probability is the score a
+confirmed small face carries; ``DetectionParams.small_face_threshold`` is the bar. Faces above ``small_face_max_px``
+are not judged here: they pass the main threshold as before.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import cv2
+import dlib
 import numpy as np
 
 from deployments.common.errors import ModelUnavailable
@@ -36,6 +39,7 @@ from deployments.faces.detect import (
     EYE_DISTANCE_PER_BOX,
     Detection,
     DetectionParams,
+    View,
     box_overlap,
     non_max_suppression,
 )
@@ -47,9 +51,13 @@ RECHECK_CENTRE_FRAC = 0.125  # how far (of the window) the recheck's face may si
 RECHECK_SIDE_RATIO = (0.5, 2.0)
 HAAR_CASCADES = ("haarcascade_frontalface_default.xml", "haarcascade_frontalface_alt2.xml")
 HAAR_FACE_PX = (52, 30)  # the candidate's side in each cascade's window (its surest scale, measured)
-HAAR_WINDOW_PER_FACE = 2.2
 HAAR_CENTRE_FRAC = (0.25, 0.3)  # how far (x, y, of the face side) a cascade's hit may sit from the centre
 HAAR_SIZE_RANGE = (0.6, 1.5)
+HOG_FACE_PX = 80  # the candidate's side in the HOG detector's window (its 80 px sliding window)
+HOG_CENTRE_FRAC = (0.3, 0.35)
+HOG_SIZE_RANGE = (0.5, 2.0)
+HOG_FLOOR = -1.5  # dlib's adjust_threshold: hits from this score (its own bar is 0)
+WINDOW_PER_FACE = 2.2  # a classic detector's window side per candidate side
 PROBABILITY_CLIP = 1e-4
 TILE_HIT_IOU = 0.3  # a tile hit counts for a candidate it overlaps this much (weighted NMS's default clustering)
 # A candidate whose eyes (by the box) are under this share of ``min_eye_px`` is smaller than anything the pass looks
@@ -62,24 +70,39 @@ WindowRunner = Callable[[np.ndarray, float], tuple[np.ndarray, np.ndarray, np.nd
 # (K, 2, 2) in image pixels, R-Net probabilities (K,); Mtcnn.rate
 CropRater = Callable[[np.ndarray, np.ndarray, np.ndarray, bool], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
-# Logistic regression on the tuning candidates (standardised fit, folded back to raw units); probabilities enter
-# as logits, eye errors capped at one side, a cascade's silence as its floor (Evidence.logit).
+# Logistic regression on the tuning candidates (standardised fit, folded back to raw units), one weight per look and
+# view; probabilities enter as logits, eye errors capped at one side, a classic detector's silence as its floor
+# (Looks.terms).
 LOGIT_WEIGHTS = {
-    "onet_shifted": 0.1627,
-    "blazeface": 0.549,
-    "haar_default": 0.1054,
-    "rnet": 0.1591,
-    "haar_alt2": 0.1359,
-    "blazeface_tiles": 0.1744,
-    "onet_mirror_eye_error": -9.9581,
-    "onet_eye_drift": -3.0231,
+    "photo": {
+        "onet_shifted": 0.0842,
+        "onet_eye_drift": 0.2113,
+        "onet_mirror_eye_error": -7.3282,
+        "rnet": 0.0623,
+        "blazeface": 0.2601,
+        "blazeface_tiles": 0.0876,
+        "haar_default": 0.0586,
+        "haar_alt2": 0.0657,
+        "hog": 0.3594,
+    },
+    "smoothed": {
+        "onet_shifted": 0.1401,
+        "onet_eye_drift": -2.4087,
+        "onet_mirror_eye_error": -3.1784,
+        "rnet": 0.0768,
+        "blazeface": 0.3629,
+        "blazeface_tiles": 0.0986,
+        "haar_default": 0.0534,
+        "haar_alt2": 0.0443,
+        "hog": 0.6262,
+    },
 }
-LOGIT_BIAS = 2.6506
+LOGIT_BIAS = 4.2994
 
 
 @dataclass(frozen=True)
-class Evidence:
-    """What the looks say about one small candidate; :meth:`logit` weighs it."""
+class Looks:
+    """What the looks on one view say about one small candidate."""
 
     onet_shifted: float  # mean O-Net probability over the four moved crops
     onet_eye_drift: float  # largest move of O-Net's eyes between the centred and a moved crop, per side
@@ -89,71 +112,83 @@ class Evidence:
     blazeface_tiles: float  # the best BlazeFace hit of the pass on this candidate (0: MTCNN's alone)
     haar_default: float | None  # level weight of the default cascade's best hit there (None: no hit)
     haar_alt2: float | None  # the same for the alt2 cascade
+    hog: float | None  # dlib's HOG detector's best score there, from HOG_FLOOR (None: no hit)
 
-    def logit(self) -> float:
-        terms = {
+    def terms(self) -> dict[str, float]:
+        return {
             "onet_shifted": _logit(self.onet_shifted),
-            "blazeface": _logit(self.blazeface),
-            "haar_default": -9.0 if self.haar_default is None else max(self.haar_default, -9.0),
+            "onet_eye_drift": min(self.onet_eye_drift, 1.0),
+            "onet_mirror_eye_error": min(self.onet_mirror_eye_error, 1.0),
             "rnet": _logit(self.rnet),
+            "blazeface": _logit(self.blazeface),
+            "blazeface_tiles": _logit(self.blazeface_tiles),
+            "haar_default": -9.0 if self.haar_default is None else max(self.haar_default, -9.0),
             # alt2's weights sit near its last stage's threshold (~50): the margin over it tells
             "haar_alt2": -3.0 if self.haar_alt2 is None else max(self.haar_alt2 - 50.0, -2.0),
-            "blazeface_tiles": _logit(self.blazeface_tiles),
-            "onet_mirror_eye_error": min(self.onet_mirror_eye_error, 1.0),
-            "onet_eye_drift": min(self.onet_eye_drift, 1.0),
+            "hog": HOG_FLOOR - 0.5 if self.hog is None else max(self.hog, HOG_FLOOR),
         }
-        return LOGIT_BIAS + sum(LOGIT_WEIGHTS[name] * value for name, value in terms.items())
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The looks on the photo and on its smoothed copy; :meth:`logit` weighs them."""
+
+    photo: Looks
+    smoothed: Looks
+
+    def logit(self) -> float:
+        total = LOGIT_BIAS
+        for view in fields(self):
+            weights = LOGIT_WEIGHTS[view.name]
+            total += sum(weights[name] * value for name, value in getattr(self, view.name).terms().items())
+        return total
 
     def probability(self) -> float:
         return 1.0 / (1.0 + math.exp(-self.logit()))
 
 
-class HaarCascades:
-    """The two frontal-face cascades from OpenCV's own data folder (``cv2.data.haarcascades``). A cascade keeps
-    working buffers, so each calling thread gets its own (as ``TfliteModel`` does with interpreters)."""
+class ClassicDetectors:
+    """Detectors of hand-made features: the two frontal-face cascades from OpenCV's own data folder
+    (``cv2.data.haarcascades``) and dlib's HOG face detector. Each keeps working buffers, so each calling thread gets
+    its own (as ``TfliteModel`` does with interpreters)."""
 
     def __init__(self, folder: Path | str | None = None) -> None:
         self.folder = Path(folder if folder is not None else cv2.data.haarcascades)
         self._per_thread = threading.local()
         self.for_this_thread()  # a missing file fails at load, not on the first group photo
 
-    def for_this_thread(self) -> tuple[cv2.CascadeClassifier, ...]:
-        cascades = getattr(self._per_thread, "cascades", None)
-        if cascades is None:
+    def for_this_thread(self) -> tuple[tuple[cv2.CascadeClassifier, ...], dlib.fhog_object_detector]:
+        detectors = getattr(self._per_thread, "detectors", None)
+        if detectors is None:
             cascades = []
             for name in HAAR_CASCADES:
                 cascade = cv2.CascadeClassifier(str(self.folder / name))
                 if cascade.empty():
                     raise ModelUnavailable(f"OpenCV's Haar cascade {name} is missing from {self.folder}")
                 cascades.append(cascade)
-            cascades = self._per_thread.cascades = tuple(cascades)
-        return cascades
+            detectors = self._per_thread.detectors = (tuple(cascades), dlib.get_frontal_face_detector())
+        return detectors
 
 
 class SmallFaceJudge:
     """Gathers the :class:`Evidence` on small candidates and keeps those it confirms; holds models only."""
 
-    def __init__(self, run_window: WindowRunner, rate_crops: CropRater, cascades: HaarCascades) -> None:
+    def __init__(self, run_window: WindowRunner, rate_crops: CropRater, classic: ClassicDetectors) -> None:
         self.run_window = run_window
         self.rate_crops = rate_crops
-        self.cascades = cascades
+        self.classic = classic
 
     def confirm(
-        self,
-        image_rgb: np.ndarray,
-        candidates: list[Detection],
-        tile_hits: list[Detection],
-        params: DetectionParams,
+        self, photo: View, smoothed: View, candidates: list[Detection], params: DetectionParams
     ) -> list[Detection]:
         """The ``candidates`` (merged, pixel-index coordinates) to keep: large ones at ``params.score_threshold``,
         small ones (side up to ``params.small_face_max_px``, from ``MIN_EYE_SHARE`` of the smallest planned face)
         when their evidence reaches ``params.small_face_threshold`` (their score becomes that probability); then,
-        best first, none that lies mostly inside a kept face. ``tile_hits`` are BlazeFace's own hits (for
-        ``Evidence.blazeface_tiles``)."""
+        best first, none that lies mostly inside a kept face."""
         min_side_px = MIN_EYE_SHARE * params.min_eye_px / EYE_DISTANCE_PER_BOX
         small = [d for d in candidates if min_side_px <= d.size_px <= params.small_face_max_px]
         kept = [d for d in candidates if d.size_px > params.small_face_max_px and d.score >= params.score_threshold]
-        for detection, evidence in zip(small, self.gather(image_rgb, small, tile_hits)):
+        for detection, evidence in zip(small, self.gather(photo, smoothed, small)):
             probability = evidence.probability()
             if probability >= params.small_face_threshold:
                 kept.append(Detection(detection.box, probability, detection.keypoints))
@@ -164,9 +199,14 @@ class SmallFaceJudge:
         )
         return [kept[index] for index in order]
 
-    def gather(self, image_rgb: np.ndarray, small: list[Detection], tile_hits: list[Detection]) -> list[Evidence]:
+    def gather(self, photo: View, smoothed: View, small: list[Detection]) -> list[Evidence]:
+        return [Evidence(*pair) for pair in zip(self.look(photo, small), self.look(smoothed, small))]
+
+    def look(self, view: View, small: list[Detection]) -> list[Looks]:
+        """Every look at each of the ``small`` candidates on one view."""
         if not small:
             return []
+        image_rgb = view.image_rgb
         sides = np.array([d.size_px for d in small])
         centres = np.stack([(d.box[:2] + d.box[2:]) / 2.0 for d in small])
         _, eyes, rnet = self.rate_crops(image_rgb, centres, sides, False)
@@ -174,17 +214,15 @@ class SmallFaceJudge:
         moves = ((SHIFT_PER_SIDE, 0.0), (-SHIFT_PER_SIDE, 0.0), (0.0, SHIFT_PER_SIDE), (0.0, -SHIFT_PER_SIDE))
         moved = [self.rate_crops(image_rgb, centres + np.array(move) * sides[:, None], sides, False) for move in moves]
         gray = cv2.cvtColor(image_rgb, cv2.COLOR_RGB2GRAY)
-        tile_boxes = np.stack([d.box for d in tile_hits]) if tile_hits else np.zeros((0, 4), np.float32)
-        tile_scores = np.array([d.score for d in tile_hits])
-        evidence = []
+        tile_boxes = np.stack([d.box for d in view.tile_hits]) if view.tile_hits else np.zeros((0, 4), np.float32)
+        tile_scores = np.array([d.score for d in view.tile_hits])
+        cascades, hog = self.classic.for_this_thread()
+        looks = []
         for index, (detection, side, centre) in enumerate(zip(small, sides, centres)):
             overlapping = box_overlap(detection.box, tile_boxes) > TILE_HIT_IOU
-            haar = [
-                _haar_weight(gray, centre, side, cascade, face_px)
-                for cascade, face_px in zip(self.cascades.for_this_thread(), HAAR_FACE_PX)
-            ]
-            evidence.append(
-                Evidence(
+            haar = [_haar_weight(gray, centre, side, cascade, px) for cascade, px in zip(cascades, HAAR_FACE_PX)]
+            looks.append(
+                Looks(
                     onet_shifted=float(np.mean([look[0][index] for look in moved])),
                     onet_eye_drift=max(_eye_error(look[1][index], eyes[index], side) for look in moved),
                     onet_mirror_eye_error=_eye_error(mirror_eyes[index], eyes[index], side),
@@ -193,9 +231,10 @@ class SmallFaceJudge:
                     blazeface_tiles=float(tile_scores[overlapping].max()) if overlapping.any() else 0.0,
                     haar_default=haar[0],
                     haar_alt2=haar[1],
+                    hog=_hog_score(gray, centre, side, hog),
                 )
             )
-        return evidence
+        return looks
 
     def _recheck(self, image_rgb: np.ndarray, centre: np.ndarray, side: float) -> float:
         """BlazeFace's best score for a face centred at ``centre``, at ``RECHECK_BOX_FRAC`` of a window."""
@@ -217,20 +256,44 @@ class SmallFaceJudge:
         return best
 
 
+def _face_window(gray: np.ndarray, centre: np.ndarray, side: float, face_px: int) -> np.ndarray:
+    """A square grey window ``WINDOW_PER_FACE`` faces wide around ``centre``, the candidate scaled to ``face_px``."""
+    scale = face_px / max(side, 1.0)
+    window_px = int(face_px * WINDOW_PER_FACE)
+    to_window = np.array(
+        [[scale, 0.0, window_px / 2 - centre[0] * scale], [0.0, scale, window_px / 2 - centre[1] * scale]]
+    )
+    interpolation = cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
+    return cv2.warpAffine(gray, to_window, (window_px, window_px), flags=interpolation)
+
+
+def _best_centred(
+    hits: list[tuple[float, float, float, float]],
+    window_px: int,
+    face_px: int,
+    centre_frac: tuple[float, float],
+    size_range: tuple[float, float],
+) -> float | None:
+    """The best score among ``hits`` (x, y, width, score) centred in the window as a face of ``face_px``."""
+    best = None
+    for x, y, width, score in hits:
+        if (
+            abs(x + width / 2 - window_px / 2) < centre_frac[0] * face_px
+            and abs(y + width / 2 - window_px / 2) < centre_frac[1] * face_px
+            and size_range[0] * face_px <= width <= size_range[1] * face_px
+        ):
+            best = score if best is None else max(best, score)
+    return best
+
+
 def _haar_weight(
     gray: np.ndarray, centre: np.ndarray, side: float, cascade: cv2.CascadeClassifier, face_px: int
 ) -> float | None:
     """The cascade's best level weight for a face at ``centre`` (the candidate scaled to ``face_px``), on the
     window and its mirror; ``None`` when no hit sits there."""
-    scale = face_px / max(side, 1.0)
-    window_px = int(face_px * HAAR_WINDOW_PER_FACE)
-    to_window = np.array(
-        [[scale, 0.0, window_px / 2 - centre[0] * scale], [0.0, scale, window_px / 2 - centre[1] * scale]]
-    )
-    interpolation = cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
-    window = cv2.warpAffine(gray, to_window, (window_px, window_px), flags=interpolation)
+    window = _face_window(gray, centre, side, face_px)
     sizes = tuple(int(face_px * f) for f in HAAR_SIZE_RANGE)
-    best = None
+    hits = []
     for view in (window, np.ascontiguousarray(window[:, ::-1])):
         rects, _, weights = cascade.detectMultiScale3(
             view,
@@ -240,13 +303,21 @@ def _haar_weight(
             maxSize=(sizes[1], sizes[1]),
             outputRejectLevels=True,
         )
-        for (x, y, w, h), weight in zip(rects, np.ravel(weights) if len(rects) else []):
-            if (
-                abs(x + w / 2 - window_px / 2) < HAAR_CENTRE_FRAC[0] * face_px
-                and abs(y + h / 2 - window_px / 2) < HAAR_CENTRE_FRAC[1] * face_px
-            ):
-                best = float(weight) if best is None else max(best, float(weight))
-    return best
+        hits += [
+            (x, y, w, float(weight)) for (x, y, w, _), weight in zip(rects, np.ravel(weights) if len(rects) else [])
+        ]
+    return _best_centred(hits, window.shape[1], face_px, HAAR_CENTRE_FRAC, (0.0, math.inf))
+
+
+def _hog_score(gray: np.ndarray, centre: np.ndarray, side: float, hog: dlib.fhog_object_detector) -> float | None:
+    """dlib's HOG detector's best score from ``HOG_FLOOR`` for a face at ``centre``, on the window and its mirror;
+    ``None`` when no hit sits there."""
+    window = _face_window(gray, centre, side, HOG_FACE_PX)
+    hits = []
+    for view in (window, np.ascontiguousarray(window[:, ::-1])):
+        rects, scores, _ = hog.run(view, 0, HOG_FLOOR)
+        hits += [(r.left(), r.top(), r.width(), float(score)) for r, score in zip(rects, scores)]
+    return _best_centred(hits, window.shape[1], HOG_FACE_PX, HOG_CENTRE_FRAC, HOG_SIZE_RANGE)
 
 
 def _eye_error(eyes_a: np.ndarray, eyes_b: np.ndarray, side: float) -> float:

@@ -37,6 +37,10 @@ EYE_DISTANCE_PER_BOX = 0.45
 TILE_OVERLAP_FRAC = 0.3
 # BlazeFace's tile hits that become candidates in the small-face pass (confirmed in ``confirm``)
 TILE_CANDIDATE_SCORE = 0.3
+# The small-face pass also searches the photo smoothed by this Gaussian: film grain and JPEG blocks hide some grey
+# 30–60 px faces of old prints from the networks, smoothing hides others; each copy finds faces the other misses
+# (docs/BENCHMARKS.md, "No invented faces, third approach").
+SMOOTHING_SIGMA_PX = 1.0
 RAW_SCORE_CLIP = 80.0  # MediaPipe clips at 100; exp(100) overflows float32
 
 
@@ -80,6 +84,14 @@ class Detection:
         return float(max(self.box[2] - self.box[0], self.box[3] - self.box[1]))
 
 
+@dataclass(frozen=True, eq=False)
+class View:
+    """One copy of the photo the small-face pass searched: its pixels and BlazeFace's own hits on it."""
+
+    image_rgb: np.ndarray
+    tile_hits: list[Detection]
+
+
 @dataclass(frozen=True)
 class DetectionParams:
     """Knobs of one detection run (``FaceAnalysisConfig`` extends this, so each knob is declared once).
@@ -87,16 +99,16 @@ class DetectionParams:
     ``score_threshold``: detector score a face needs; ``small_face_threshold``: the probability
     :mod:`deployments.faces.confirm` must give a face of at most ``small_face_max_px`` (box side) found by the
     small-face pass of a large photo that is not a portrait (grey faces of old group photos score far below the
-    detectors' usual bars, so their candidates are confirmed by agreement instead; at 0.7, 0.05 false hits per
-    cluttered photo of ``bench/bench_group_faces.py`` on its tuning seeds). ``min_eye_px``: smallest eye distance
-    the tiles are planned for; ``max_windows``: cap on tiled detector runs per photo, which raises that minimum on
-    very large photos instead of letting cost explode; ``portrait_face_frac``: when the first 128 px pass finds
-    exactly one face and it is this large (box side / long image side), the photo is a portrait and the search ends
-    there (a few ms); ``None`` always tiles.
+    detectors' usual bars, so their candidates are confirmed by agreement instead; at 0.8, 0.03 false hits per
+    cluttered photo of ``bench/bench_group_faces.py`` on its tuning seeds, fitted on one half and tested on the
+    other). ``min_eye_px``: smallest eye distance the tiles are planned for; ``max_windows``: cap on tiled detector
+    runs per photo, which raises that minimum on very large photos instead of letting cost explode;
+    ``portrait_face_frac``: when the first 128 px pass finds exactly one face and it is this large (box side / long
+    image side), the photo is a portrait and the search ends there (a few ms); ``None`` always tiles.
     """
 
     score_threshold: float = 0.7
-    small_face_threshold: float = 0.7
+    small_face_threshold: float = 0.8
     small_face_max_px: float = 100.0
     small_face_min_image_px: int = 1200
     nms_iou: float = 0.3
@@ -167,39 +179,54 @@ class FaceDetector:
         self.mtcnn = self.judge = None
         if mtcnn_dir is not None:
             # torch loads only where MTCNN is used; confirm builds on this module
-            from deployments.faces.confirm import HaarCascades, SmallFaceJudge
+            from deployments.faces.confirm import ClassicDetectors, SmallFaceJudge
             from deployments.faces.mtcnn import Mtcnn
 
             self.mtcnn = Mtcnn(mtcnn_dir)
-            self.judge = SmallFaceJudge(self.short_range.run_window, self.mtcnn.rate, HaarCascades())
+            self.judge = SmallFaceJudge(self.short_range.run_window, self.mtcnn.rate, ClassicDetectors())
 
     def detect(self, image_rgb: np.ndarray, params: DetectionParams = DetectionParams()) -> list[Detection]:
         """All faces in ``image_rgb`` (HxWx3 uint8 RGB), highest score first.
 
         A portrait ends after the first whole-image pass. Any other photo also gets the full-range pass and the
-        tiles; a large one, when MTCNN is loaded, the small-face pass: tiles from ``TILE_CANDIDATE_SCORE`` and
-        MTCNN from its candidate score, merged by weighted NMS, then judged by :class:`confirm.SmallFaceJudge`
-        (small ones by agreement, large ones at ``score_threshold``).
+        tiles; a large one, when MTCNN is loaded, the small-face pass: on the photo and on a copy smoothed by
+        ``SMOOTHING_SIGMA_PX``, tiles from ``TILE_CANDIDATE_SCORE`` and MTCNN from its candidate score, all merged
+        by weighted NMS, then judged by :class:`confirm.SmallFaceJudge` (small ones by agreement, large ones at
+        ``score_threshold``).
         """
         height, width = image_rgb.shape[:2]
         pyramid = _Pyramid(image_rgb)
-        whole = _whole_image_level(width, height, SHORT_RANGE)
-        found = self._run_level(self.short_range, pyramid, whole, params.score_threshold)
-        if params.portrait_face_frac is not None and _is_portrait(found, width, height, params):
-            return weighted_nms(found, params.nms_iou)
-        whole = _whole_image_level(width, height, FULL_RANGE)
-        found += self._run_level(self.full_range, pyramid, whole, params.score_threshold)
-        small_faces = self.judge is not None and params.small_face_pass(width, height)
-        tile_threshold = TILE_CANDIDATE_SCORE if small_faces else params.score_threshold
-        for level in reversed(plan_tile_levels(width, height, params)):
-            found += self._run_level(self.short_range, pyramid, level, tile_threshold)
-        if not small_faces:
-            return weighted_nms(found, params.nms_iou)
-        tile_hits = found
-        found = tile_hits + self.mtcnn.detect_small_faces(image_rgb, params)
+        first = self._run_level(
+            self.short_range, pyramid, _whole_image_level(width, height, SHORT_RANGE), params.score_threshold
+        )
+        if params.portrait_face_frac is not None and _is_portrait(first, width, height, params):
+            return weighted_nms(first, params.nms_iou)
+        if self.judge is None or not params.small_face_pass(width, height):
+            return weighted_nms(first + self._search(pyramid, params, params.score_threshold), params.nms_iou)
+        smoothed_rgb = cv2.GaussianBlur(image_rgb, (0, 0), SMOOTHING_SIGMA_PX)
+        smoothed_pyramid = _Pyramid(smoothed_rgb)
+        smoothed_first = self._run_level(
+            self.short_range, smoothed_pyramid, _whole_image_level(width, height, SHORT_RANGE), params.score_threshold
+        )
+        photo = View(image_rgb, first + self._search(pyramid, params, TILE_CANDIDATE_SCORE))
+        smoothed = View(smoothed_rgb, smoothed_first + self._search(smoothed_pyramid, params, TILE_CANDIDATE_SCORE))
+        found = []
+        for view in (photo, smoothed):
+            found += view.tile_hits + self.mtcnn.detect_small_faces(view.image_rgb, params)
         # weak large boxes on texture stay out, so they neither absorb nor swallow small faces
         candidates = [d for d in found if d.score >= params.score_threshold or d.size_px <= params.small_face_max_px]
-        return self.judge.confirm(image_rgb, weighted_nms(candidates, params.nms_iou), tile_hits, params)
+        return self.judge.confirm(photo, smoothed, weighted_nms(candidates, params.nms_iou), params)
+
+    def _search(self, pyramid: _Pyramid, params: DetectionParams, tile_threshold: float) -> list[Detection]:
+        """What follows the first pass: the full-range model on the whole image (at ``params.score_threshold``) and
+        the short-range model on the tiles (at ``tile_threshold``)."""
+        width, height = pyramid.image.shape[1], pyramid.image.shape[0]
+        found = self._run_level(
+            self.full_range, pyramid, _whole_image_level(width, height, FULL_RANGE), params.score_threshold
+        )
+        for level in reversed(plan_tile_levels(width, height, params)):
+            found += self._run_level(self.short_range, pyramid, level, tile_threshold)
+        return found
 
     def _run_level(
         self, model: BlazeFaceModel, pyramid: _Pyramid, level: _Level, score_threshold: float

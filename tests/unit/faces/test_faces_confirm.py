@@ -11,8 +11,8 @@ import pytest
 from skimage import data
 
 from deployments.common.errors import ModelUnavailable
-from deployments.faces.confirm import LOGIT_WEIGHTS, Evidence, HaarCascades
-from deployments.faces.detect import Detection, DetectionParams
+from deployments.faces.confirm import LOGIT_WEIGHTS, ClassicDetectors, Evidence, Looks
+from deployments.faces.detect import SMOOTHING_SIGMA_PX, Detection, DetectionParams, View
 from tests.unit.faces.faces_samples import ASTRONAUT_BOX
 from tests.unit.faces.group_photos import face_sources, make_old_group_photo
 
@@ -35,59 +35,68 @@ def small_face_on_bricks(astronaut_rgb) -> np.ndarray:
     return canvas
 
 
+@pytest.fixture(scope="module")
+def views(small_face_on_bricks) -> tuple[View, View]:
+    """The canvas and its smoothed copy, as the small-face pass sees them (no tile hits)."""
+    return View(small_face_on_bricks, []), View(cv2.GaussianBlur(small_face_on_bricks, (0, 0), SMOOTHING_SIGMA_PX), [])
+
+
 def _candidate(x0: float, y0: float, side: float, score: float = 0.2) -> Detection:
     box = np.array([x0, y0, x0 + side, y0 + side], np.float32)
     return Detection(box, score, np.zeros((4, 2), np.float32))
 
 
-def test_the_looks_agree_on_a_small_face_and_not_on_a_wall(engine, small_face_on_bricks):
+def test_the_looks_agree_on_a_small_face_and_not_on_a_wall(engine, views):
     face = _candidate(*FACE_AT, FACE_PX)
     walls = [_candidate(x0, y0, FACE_PX) for x0, y0 in WALL_AT]
-    evidence = engine.detector.judge.gather(small_face_on_bricks, [face, *walls], [])
+    evidence = engine.detector.judge.gather(*views, [face, *walls])
     on_face, on_walls = evidence[0], evidence[1:]
-    assert on_face.onet_shifted > 0.9 and on_face.blazeface > 0.5
-    assert on_face.onet_eye_drift < 0.1 and on_face.onet_mirror_eye_error < 0.05  # the eyes stay put
+    for looks in (on_face.photo, on_face.smoothed):
+        assert looks.onet_shifted > 0.9 and looks.blazeface > 0.5
+        assert looks.onet_eye_drift < 0.1 and looks.onet_mirror_eye_error < 0.05  # the eyes stay put
+        assert looks.hog is not None and looks.hog > 0.0  # above dlib's own bar
     assert on_face.probability() > 0.99
     assert all(look.probability() < 0.05 for look in on_walls), [look.probability() for look in on_walls]
 
 
-def test_confirmed_small_faces_carry_their_probability_and_duplicates_go(engine, small_face_on_bricks):
+def test_confirmed_small_faces_carry_their_probability_and_duplicates_go(engine, views):
     params = DetectionParams()
     face = _candidate(*FACE_AT, FACE_PX)
     inside = _candidate(FACE_AT[0] + 8, FACE_AT[1] + 8, 24)  # a part of the same face
     wall = _candidate(40, 40, FACE_PX, score=0.69)
     sure_large = _candidate(420, 250, 150, score=0.9)  # above small_face_max_px: judged by its score alone
     weak_large = _candidate(100, 250, 150, score=0.6)
-    kept = engine.detector.judge.confirm(small_face_on_bricks, [face, inside, wall, sure_large, weak_large], [], params)
+    kept = engine.detector.judge.confirm(*views, [face, inside, wall, sure_large, weak_large], params)
     assert [d.box.tolist() for d in kept] == [face.box.tolist(), sure_large.box.tolist()]  # best first
-    probability = engine.detector.judge.gather(small_face_on_bricks, [face], [])[0].probability()
+    probability = engine.detector.judge.gather(*views, [face])[0].probability()
     assert kept[0].score == pytest.approx(probability) and probability > sure_large.score
 
 
-def test_one_judge_serves_many_threads_with_the_same_answers(engine, small_face_on_bricks):
+def test_one_judge_serves_many_threads_with_the_same_answers(engine, views):
     """Ray replicas run batched work in worker threads; each gets its own cascades and interpreters."""
     candidates = [_candidate(*FACE_AT, FACE_PX)] + [_candidate(x0, y0, FACE_PX) for x0, y0 in WALL_AT]
-    alone = engine.detector.judge.gather(small_face_on_bricks, candidates, [])
+    alone = engine.detector.judge.gather(*views, candidates)
     with ThreadPoolExecutor(4) as pool:
-        together = list(
-            pool.map(lambda _: engine.detector.judge.gather(small_face_on_bricks, candidates, []), range(8))
-        )
+        together = list(pool.map(lambda _: engine.detector.judge.gather(*views, candidates), range(8)))
     assert all(evidence == alone for evidence in together)
 
 
-def test_the_weights_name_every_piece_of_evidence():
+def test_the_weights_name_every_look_on_every_view():
+    looks = {field.name for field in dataclasses.fields(Looks)}
     assert set(LOGIT_WEIGHTS) == {field.name for field in dataclasses.fields(Evidence)}
+    assert all(set(weights) == looks for weights in LOGIT_WEIGHTS.values())
 
 
-def test_a_silent_cascade_counts_against_a_candidate():
-    heard = Evidence(0.9, 0.02, 0.02, 0.8, 0.6, 0.7, haar_default=5.0, haar_alt2=55.0)
-    silent = dataclasses.replace(heard, haar_default=None, haar_alt2=None)
-    assert silent.logit() < heard.logit()
+def test_a_silent_classic_detector_counts_against_a_candidate():
+    heard = Looks(0.9, 0.02, 0.02, 0.8, 0.6, 0.7, haar_default=5.0, haar_alt2=55.0, hog=0.5)
+    silent = dataclasses.replace(heard, haar_default=None, haar_alt2=None, hog=None)
+    assert Evidence(silent, heard).logit() < Evidence(heard, heard).logit()
+    assert Evidence(heard, silent).logit() < Evidence(heard, heard).logit()
 
 
 def test_without_opencvs_cascades_the_judge_cannot_load(tmp_path):
     with pytest.raises(ModelUnavailable, match="haarcascade_frontalface_default.xml"):
-        HaarCascades(tmp_path)
+        ClassicDetectors(tmp_path)
 
 
 def test_clutter_leaves_every_face_where_it_was():
