@@ -10,7 +10,7 @@ present, on aged grey canvases 1600–3000 px wide, faces 28–60 px, some looki
 is reproducible; by default with the clutter of real photos (``group_clutter.py``: stone, brick, wallpaper, foliage,
 pictures, patterned clothes, hands, hats, scratches, the print's border), ``--plain`` without. A true face is found
 when a detected box's centre lies in its box and the sides agree within 2x (one detection per face); every other
-detection is a false positive. Seeds 100–139 were used to fit the small-face judge (``deployments/faces/confirm.py``)
+detection is a false positive. Seeds 100–179 were used to fit the small-face judge (``deployments/faces/confirm.py``)
 and choose its threshold; report on other seeds (the default 0..N-1). ``--thresholds 0.5,0.7,0.9`` adds #25's band
 recall and false positives at each bar from one run.
 """

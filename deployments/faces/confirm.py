@@ -17,7 +17,7 @@ faces. What does is agreement, on each ``detect.View``:
   shipped with opencv-python, trained on grey 24 px faces) and dlib's HOG face detector (built into dlib).
 
 :class:`Evidence` weighs the looks on both views in one logistic score, fitted on the candidates of the tuning photos
-(seeds 100–139; ``docs/BENCHMARKS.md`` has the measurement and the held-out seeds). Its probability is the score a
+(seeds 100–179; ``docs/BENCHMARKS.md`` has the measurement and the held-out seeds). Its probability is the score a
 confirmed small face carries; ``DetectionParams.small_face_threshold`` is the bar. Faces above ``small_face_max_px``
 are not judged here: they pass the main threshold as before.
 """
@@ -75,29 +75,29 @@ CropRater = Callable[[np.ndarray, np.ndarray, np.ndarray, bool], tuple[np.ndarra
 # (Looks.terms).
 LOGIT_WEIGHTS = {
     "photo": {
-        "onet_shifted": 0.0842,
-        "onet_eye_drift": 0.2113,
-        "onet_mirror_eye_error": -7.3282,
-        "rnet": 0.0623,
-        "blazeface": 0.2601,
-        "blazeface_tiles": 0.0876,
-        "haar_default": 0.0586,
-        "haar_alt2": 0.0657,
-        "hog": 0.3594,
+        "onet_shifted": 0.0867,
+        "onet_eye_drift": 0.7753,
+        "onet_mirror_eye_error": -5.9641,
+        "rnet": 0.0726,
+        "blazeface": 0.2749,
+        "blazeface_tiles": 0.0993,
+        "haar_default": 0.0567,
+        "haar_alt2": 0.0615,
+        "hog": 0.3544,
     },
     "smoothed": {
-        "onet_shifted": 0.1401,
-        "onet_eye_drift": -2.4087,
-        "onet_mirror_eye_error": -3.1784,
-        "rnet": 0.0768,
-        "blazeface": 0.3629,
-        "blazeface_tiles": 0.0986,
-        "haar_default": 0.0534,
-        "haar_alt2": 0.0443,
-        "hog": 0.6262,
+        "onet_shifted": 0.146,
+        "onet_eye_drift": -1.6971,
+        "onet_mirror_eye_error": -2.9138,
+        "rnet": 0.0865,
+        "blazeface": 0.3464,
+        "blazeface_tiles": 0.0929,
+        "haar_default": 0.0519,
+        "haar_alt2": 0.0583,
+        "hog": 0.5846,
     },
 }
-LOGIT_BIAS = 4.2994
+LOGIT_BIAS = 3.998
 
 
 @dataclass(frozen=True)
