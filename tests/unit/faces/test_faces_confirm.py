@@ -11,6 +11,7 @@ import pytest
 from skimage import data
 
 from deployments.common.errors import ModelUnavailable
+from deployments.faces import confirm
 from deployments.faces.confirm import LOGIT_WEIGHTS, ClassicDetectors, Evidence, Looks
 from deployments.faces.detect import SMOOTHING_SIGMA_PX, Detection, DetectionParams, View
 from tests.unit.faces.faces_samples import ASTRONAUT_BOX
@@ -70,6 +71,23 @@ def test_confirmed_small_faces_carry_their_probability_and_duplicates_go(engine,
     assert [d.box.tolist() for d in kept] == [face.box.tolist(), sure_large.box.tolist()]  # best first
     probability = engine.detector.judge.gather(*views, [face])[0].probability()
     assert kept[0].score == pytest.approx(probability) and probability > sure_large.score
+
+
+def test_the_judge_looks_at_no_more_than_its_bound_best_first(engine, views, monkeypatch):
+    """Noise or dense texture can raise hundreds of candidates (775 on 12 MP of noise): the judge's time stays
+    bounded by judging only the ``MAX_JUDGED`` best by their detectors' score."""
+    judge, judged = engine.detector.judge, []
+    real_gather = judge.gather
+
+    def spy(photo: View, smoothed: View, small: list[Detection]) -> list[Evidence]:
+        judged.extend(d.score for d in small)
+        return real_gather(photo, smoothed, small)
+
+    monkeypatch.setattr(confirm, "MAX_JUDGED", 2)
+    monkeypatch.setattr(judge, "gather", spy)
+    walls = [_candidate(x0, y0, FACE_PX, score) for (x0, y0), score in zip(WALL_AT, (0.3, 0.6, 0.4, 0.5))]
+    assert judge.confirm(*views, walls, DetectionParams()) == []
+    assert judged == [0.6, 0.5]
 
 
 def test_one_judge_serves_many_threads_with_the_same_answers(engine, views):
