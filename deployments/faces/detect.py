@@ -196,18 +196,14 @@ class FaceDetector:
         """
         height, width = image_rgb.shape[:2]
         pyramid = _Pyramid(image_rgb)
-        first = self._run_level(
-            self.short_range, pyramid, _whole_image_level(width, height, SHORT_RANGE), params.score_threshold
-        )
+        first = self._first_pass(pyramid, params)
         if params.portrait_face_frac is not None and _is_portrait(first, width, height, params):
             return weighted_nms(first, params.nms_iou)
         if self.judge is None or not params.small_face_pass(width, height):
             return weighted_nms(first + self._search(pyramid, params, params.score_threshold), params.nms_iou)
         smoothed_rgb = cv2.GaussianBlur(image_rgb, (0, 0), SMOOTHING_SIGMA_PX)
         smoothed_pyramid = _Pyramid(smoothed_rgb)
-        smoothed_first = self._run_level(
-            self.short_range, smoothed_pyramid, _whole_image_level(width, height, SHORT_RANGE), params.score_threshold
-        )
+        smoothed_first = self._first_pass(smoothed_pyramid, params)
         photo = View(image_rgb, first + self._search(pyramid, params, TILE_CANDIDATE_SCORE))
         smoothed = View(smoothed_rgb, smoothed_first + self._search(smoothed_pyramid, params, TILE_CANDIDATE_SCORE))
         found = []
@@ -216,6 +212,12 @@ class FaceDetector:
         # weak large boxes on texture stay out, so they neither absorb nor swallow small faces
         candidates = [d for d in found if d.score >= params.score_threshold or d.size_px <= params.small_face_max_px]
         return self.judge.confirm(photo, smoothed, weighted_nms(candidates, params.nms_iou), params)
+
+    def _first_pass(self, pyramid: _Pyramid, params: DetectionParams) -> list[Detection]:
+        """The short-range model on the whole image, at ``params.score_threshold``."""
+        width, height = pyramid.image.shape[1], pyramid.image.shape[0]
+        whole = _whole_image_level(width, height, SHORT_RANGE)
+        return self._run_level(self.short_range, pyramid, whole, params.score_threshold)
 
     def _search(self, pyramid: _Pyramid, params: DetectionParams, tile_threshold: float) -> list[Detection]:
         """What follows the first pass: the full-range model on the whole image (at ``params.score_threshold``) and
