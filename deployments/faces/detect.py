@@ -99,16 +99,17 @@ class DetectionParams:
     ``score_threshold``: detector score a face needs; ``small_face_threshold``: the probability
     :mod:`deployments.faces.confirm` must give a face of at most ``small_face_max_px`` (box side) found by the
     small-face pass of a large photo that is not a portrait (grey faces of old group photos score far below the
-    detectors' usual bars, so their candidates are confirmed by agreement instead; at 0.85, 0.03 false hits per
-    cluttered photo of ``bench/bench_group_faces.py`` on its tuning seeds, fitted on three quarters and tested on the
-    fourth). ``min_eye_px``: smallest eye distance the tiles are planned for; ``max_windows``: cap on tiled detector
-    runs per photo, which raises that minimum on very large photos instead of letting cost explode;
+    detectors' usual bars, so their candidates are confirmed by agreement and by their row instead; at 0.94, 0.013
+    false hits per cluttered photo of ``bench/bench_group_faces.py`` on its tuning seeds, the row's weights fitted on
+    three quarters and tested on the fourth). ``min_eye_px``: smallest eye distance the tiles are planned for;
+    ``max_windows``: cap on tiled detector runs per photo, which raises that minimum on very large photos instead of
+    letting cost explode;
     ``portrait_face_frac``: when the first 128 px pass finds exactly one face and it is this large (box side / long
     image side), the photo is a portrait and the search ends there (a few ms); ``None`` always tiles.
     """
 
     score_threshold: float = 0.7
-    small_face_threshold: float = 0.85
+    small_face_threshold: float = 0.94
     small_face_max_px: float = 100.0
     small_face_min_image_px: int = 1200
     nms_iou: float = 0.3

@@ -12,7 +12,14 @@ from skimage import data
 
 from deployments.common.errors import ModelUnavailable
 from deployments.faces import confirm
-from deployments.faces.confirm import LOGIT_WEIGHTS, ClassicDetectors, Evidence, Looks
+from deployments.faces.confirm import (
+    LOGIT_WEIGHTS,
+    ClassicDetectors,
+    Evidence,
+    Looks,
+    judged_probabilities,
+    row_neighbours,
+)
 from deployments.faces.detect import SMOOTHING_SIGMA_PX, Detection, DetectionParams, View
 from tests.unit.faces.faces_samples import ASTRONAUT_BOX
 from tests.unit.faces.group_photos import face_sources, make_old_group_photo
@@ -69,8 +76,9 @@ def test_confirmed_small_faces_carry_their_probability_and_duplicates_go(engine,
     weak_large = _candidate(100, 250, 150, score=0.6)
     kept = engine.detector.judge.confirm(*views, [face, inside, wall, sure_large, weak_large], params)
     assert [d.box.tolist() for d in kept] == [face.box.tolist(), sure_large.box.tolist()]  # best first
-    probability = engine.detector.judge.gather(*views, [face])[0].probability()
-    assert kept[0].score == pytest.approx(probability) and probability > sure_large.score
+    evidence = engine.detector.judge.gather(*views, [face])[0]
+    alone = judged_probabilities(face.box[None], np.array([evidence.logit()]))[0]  # no row around it
+    assert kept[0].score == pytest.approx(alone) and alone > sure_large.score
 
 
 def test_the_judge_looks_at_no_more_than_its_bound_best_first(engine, views, monkeypatch):
@@ -97,6 +105,37 @@ def test_one_judge_serves_many_threads_with_the_same_answers(engine, views):
     with ThreadPoolExecutor(4) as pool:
         together = list(pool.map(lambda _: engine.detector.judge.gather(*views, candidates), range(8)))
     assert all(evidence == alone for evidence in together)
+
+
+def _row(count: int, side: float = 40.0, spacing: float = 2.0, y0: float = 100.0) -> list[np.ndarray]:
+    return [np.array([50 + i * spacing * side, y0, 50 + i * spacing * side + side, y0 + side]) for i in range(count)]
+
+
+def test_a_neighbour_stands_beside_a_box_in_its_row_at_its_size():
+    row = _row(3, spacing=3.0)  # the first and the last 6 sides apart: beyond ROW_DX_PER_SIDE
+    boxes = np.stack(
+        [
+            *row,
+            row[2] + [10, 5, 10, 5],  # a second box on the third face: not its own neighbour
+            row[0] + [0, 30, 0, 30],  # 0.75 side lower: another row
+            np.array([380.0, 100.0, 390.0, 110.0]),  # right of the row at a quarter of its size
+        ]
+    )
+    sure = np.array([0.95, 0.95, 0.95, 0.95, 0.95, 0.95])
+    assert row_neighbours(boxes, sure).tolist() == [1, 2, 1, 1, 0, 0]
+    doubtful_middle = np.array([0.95, 0.5, 0.95, 0.95, 0.95, 0.95])
+    assert row_neighbours(boxes, doubtful_middle).tolist() == [0, 2, 0, 0, 0, 0]
+
+
+def test_looks_too_weak_alone_confirm_a_face_between_two_faces_of_its_row():
+    """The row weighs with the evidence: a candidate whose looks give 0.9 is no face alone, but is one between
+    two well-evidenced faces of its size; well-evidenced faces stay faces alone."""
+    bar = DetectionParams().small_face_threshold
+    weak, sure = np.log(0.9 / 0.1), np.log(0.999 / 0.001)
+    row = np.stack(_row(3))
+    assert judged_probabilities(row[1:2], np.array([weak]))[0] < bar
+    assert judged_probabilities(row, np.array([sure, weak, sure]))[1] >= bar
+    assert judged_probabilities(row[:1], np.array([sure]))[0] >= bar
 
 
 def test_the_weights_name_every_look_on_every_view():
