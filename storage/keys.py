@@ -23,6 +23,9 @@ from storage.errors import InvalidKey
 MAX_KEY_BYTES = 1024
 MAX_NAME_BYTES = 255  # one path segment of a derived name
 ERRORS_FOLDER = "_errors"
+HASHED_FOLDER = f"{ERRORS_FOLDER}/{ERRORS_FOLDER}"  # names no ordinary key's record can take
+LEASE_SUFFIX = ".lease"
+CALLBACK_SUFFIX = ".callback"
 
 
 def validate_key(key: str) -> str:
@@ -105,13 +108,22 @@ def error_name(key: str, *, within: str = "") -> str:
     the key is reserved or that name would not be portable under ``within``. Valid for every valid key."""
     name = f"{ERRORS_FOLDER}/{validate_key(key)}.json"
     if is_reserved(key) or not _is_portable(name, within):
-        return f"{ERRORS_FOLDER}/{ERRORS_FOLDER}/{hashlib.sha256(key.encode('utf-8')).hexdigest()}.json"
+        return _hashed_name(key, ".json")
     return name
 
 
 def lease_name(key: str) -> str:
     """``_errors/_errors/<sha256 of the key>.lease``: where a worker claims the source while it processes it."""
-    return f"{ERRORS_FOLDER}/{ERRORS_FOLDER}/{hashlib.sha256(key.encode('utf-8')).hexdigest()}.lease"
+    return _hashed_name(key, LEASE_SUFFIX)
+
+
+def callback_name(key: str) -> str:
+    """``_errors/_errors/<sha256 of the key>.callback``: a bucket route's callback for the source, still to deliver."""
+    return _hashed_name(key, CALLBACK_SUFFIX)
+
+
+def _hashed_name(key: str, suffix: str) -> str:
+    return f"{HASHED_FOLDER}/{hashlib.sha256(key.encode('utf-8')).hexdigest()}{suffix}"
 
 
 def _is_portable(name: str, within: str) -> bool:

@@ -123,6 +123,8 @@ class BucketRunner:
         )
         await worker.require_claims()
         self._route_callbacks = RouteCallbacks(table.routes, self._jobs_config)
+        if old is None:  # this runner's start: what an earlier one left undelivered
+            self._route_callbacks.resume()
         for loop in self._loops:  # the previous worker's loops stop; its in-flight objects finish, under its locks
             loop.cancel()
         self._config, self._worker = config, worker

@@ -7,6 +7,8 @@ backfill CLI, so both name and describe results the same way.
     <output>/_errors/<key>.json                ``ErrorRecord``: why that ETag got no result (code, message)
     <output>/_attachments/<key>.json           what ``return=json`` adds beside the image (restore's face crops,
                                                the ID photo's report), so a stored result answers like the route
+    <output>/_errors/_errors/<sha256>.lease    a worker's claim on the source while it processes it
+    <output>/_errors/_errors/<sha256>.callback the route's callback for the source until it is delivered
 
 The ``.json`` is written after the image: it is the commit marker the idempotency check reads. The names come from
 ``storage.keys``: a key that cannot name a result (reserved, or too long) still has an error record name, so every
@@ -30,7 +32,7 @@ from serve_app.registry import result_extension
 from serve_app.schemas import ErrorDetail, ResultMeta
 from storage.base import Location, ObjectInfo, ObjectStore
 from storage.errors import InvalidKey, ObjectNotFound
-from storage.keys import error_name, lease_name, result_name, safe_join
+from storage.keys import callback_name, error_name, lease_name, result_name, safe_join
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +90,7 @@ class RecordNames:
     key: str
     error: str  # always a valid name
     lease: str  # the claim of a worker processing the source (``serve_app.bucket.leases``)
+    callback: str  # the route's callback for the source while it is being delivered (``serve_app.bucket.callbacks``)
     metadata: str | None  # None when the key cannot name a result; ``refusal`` says why
     refusal: InvalidKey | None = None
 
@@ -103,7 +106,7 @@ def record_names(key: str, *, within: str = "") -> RecordNames:
         refusal = None
     except InvalidKey as exc:
         metadata, refusal = None, exc
-    return RecordNames(key, error_name(key, within=within), lease_name(key), metadata, refusal)
+    return RecordNames(key, error_name(key, within=within), lease_name(key), callback_name(key), metadata, refusal)
 
 
 def unread_source(location: Location, key: str, etag: str | None) -> SourceOut:

@@ -11,12 +11,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from deployments.common.errors import InvalidParameter
-from serve_app.bucket.callbacks import RouteCallbacks
+from serve_app.bucket.callbacks import PendingCallback, RouteCallbacks
+from serve_app.bucket.records import record_names
 from serve_app.bucket.retention import sweep_route
 from serve_app.bucket.routing import build_routing_table
 from serve_app.bucket.runner import BucketWorker, job_executor
 from serve_app.jobs_api import JobsConfig
 from serve_app.jobs_api.callbacks import SIGNATURE_HEADER, verify
+from storage.keys import CALLBACK_SUFFIX, HASHED_FOLDER
 from storage.local import LocalStore
 
 
@@ -77,6 +79,73 @@ def test_a_route_callback_posts_the_signed_record(tmp_path, local_backend, job_c
     }
     assert bodies["me.jpg"]["records"][0]["result_key"] == "me.png"
     assert bodies["text.jpg"]["records"][0]["error"]["code"] == "unsupported_image"
+    assert pending_callbacks(LocalStore(tmp_path / "out")) == []  # delivered: nothing left to resume
+
+
+def pending_callbacks(output: LocalStore) -> list[str]:
+    return [info.key for info in output.list(f"{HASHED_FOLDER}/", suffix=CALLBACK_SUFFIX)]
+
+
+def test_a_route_callback_cut_off_by_a_restart_is_sent_by_the_next_runner(tmp_path, local_backend, job_ctx, photo_jpeg):
+    table = route_table(tmp_path, job_ctx, callback_url="http://127.0.0.1:9/bucket-hook")
+    config = JobsConfig(callback_secret="route-secret", callback_hosts=("127.0.0.1",))
+    output = LocalStore(tmp_path / "out")
+    LocalStore(tmp_path / "in").put("me.jpg", photo_jpeg, content_type="image/jpeg")
+    tried = []
+
+    async def hanging_receiver(target, body, headers, timeout_s):
+        tried.append(json.loads(body)["key"])
+        await asyncio.Event().wait()  # the runner stops while the receiver still has not answered
+
+    async def first_runner():
+        callbacks = RouteCallbacks(table.routes, config, post=hanging_receiver)
+        worker = BucketWorker(table, job_executor(local_backend, job_ctx), job_ctx, on_outcome=callbacks.observe)
+        await worker.reconcile(table.routes[0])
+        while not tried:
+            await asyncio.sleep(0.01)
+        # asyncio.run cancels the callback still waiting: the runner is gone
+
+    asyncio.run(first_runner())
+    assert tried == ["me.jpg"] and len(pending_callbacks(output)) == 1
+    calls = []
+
+    async def receiver(target, body, headers, timeout_s):
+        calls.append(json.loads(body))
+        return 200
+
+    async def next_runner():
+        callbacks = RouteCallbacks(table.routes, config, post=receiver)
+        callbacks.resume()
+        await callbacks.drain()
+
+    asyncio.run(next_runner())
+    assert [(call["key"], call["status"], call["records"][0]["result_key"]) for call in calls] == [
+        ("me.jpg", "succeeded", "me.png")
+    ]
+    assert pending_callbacks(output) == []
+
+
+def test_a_stored_callback_past_its_retry_time_is_given_up_and_a_stranger_is_left_alone(tmp_path, job_ctx):
+    table = route_table(tmp_path, job_ctx, callback_url="http://127.0.0.1:9/bucket-hook")
+    config = JobsConfig(callback_secret="route-secret", callback_hosts=("127.0.0.1",))
+    output = LocalStore(tmp_path / "out")
+    expired = PendingCallback(route="r", key="old.jpg", deadline_s=time.time() - 1)
+    output.put(record_names("old.jpg").callback, expired.model_dump_json().encode(), content_type="application/json")
+    stranger = f"{HASHED_FOLDER}/not-ours{CALLBACK_SUFFIX}"
+    output.put(stranger, b"{}", content_type="application/json")
+    calls = []
+
+    async def receiver(target, body, headers, timeout_s):
+        calls.append(body)
+        return 200
+
+    async def runner():
+        callbacks = RouteCallbacks(table.routes, config, post=receiver)
+        callbacks.resume()
+        await callbacks.drain()
+
+    asyncio.run(runner())
+    assert calls == [] and pending_callbacks(output) == [stranger]
 
 
 def test_a_route_callback_needs_a_secret(tmp_path, job_ctx):
