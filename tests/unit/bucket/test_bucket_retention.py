@@ -107,18 +107,7 @@ def test_a_route_callback_cut_off_by_a_restart_is_sent_by_the_next_runner(tmp_pa
 
     asyncio.run(first_runner())
     assert tried == ["me.jpg"] and len(pending_callbacks(output)) == 1
-    calls = []
-
-    async def receiver(target, body, headers, timeout_s):
-        calls.append(json.loads(body))
-        return 200
-
-    async def next_runner():
-        callbacks = RouteCallbacks(table.routes, config, post=receiver)
-        callbacks.resume()
-        await callbacks.drain()
-
-    asyncio.run(next_runner())
+    calls = resume_on_a_new_runner(table, config)
     assert [(call["key"], call["status"], call["records"][0]["result_key"]) for call in calls] == [
         ("me.jpg", "succeeded", "me.png")
     ]
@@ -133,19 +122,25 @@ def test_a_stored_callback_past_its_retry_time_is_given_up_and_a_stranger_is_lef
     output.put(record_names("old.jpg").callback, expired.model_dump_json().encode(), content_type="application/json")
     stranger = f"{HASHED_FOLDER}/not-ours{CALLBACK_SUFFIX}"
     output.put(stranger, b"{}", content_type="application/json")
+    assert resume_on_a_new_runner(table, config) == []
+    assert pending_callbacks(output) == [stranger]
+
+
+def resume_on_a_new_runner(table, config: JobsConfig) -> list[dict]:
+    """What a runner that starts sends of the callbacks stored in the routes' outputs (the receiver answers 200)."""
     calls = []
 
     async def receiver(target, body, headers, timeout_s):
-        calls.append(body)
+        calls.append(json.loads(body))
         return 200
 
-    async def runner():
+    async def start():
         callbacks = RouteCallbacks(table.routes, config, post=receiver)
         callbacks.resume()
         await callbacks.drain()
 
-    asyncio.run(runner())
-    assert calls == [] and pending_callbacks(output) == [stranger]
+    asyncio.run(start())
+    return calls
 
 
 def test_a_route_callback_needs_a_secret(tmp_path, job_ctx):
