@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
@@ -30,6 +31,23 @@ def test_eval_photo_face_count(engine, shared_dir, name):
     assert len(faces) == EXPECTED_FACES[name], [f.to_json() for f in faces]
     areas = [(f.box[2] - f.box[0]) * (f.box[3] - f.box[1]) for f in faces]
     assert areas == sorted(areas, reverse=True)
+
+
+@pytest.mark.eval
+def test_real_small_faces_pass_the_small_face_judge(engine, shared_dir):
+    """The eval photos are too small for the small-face pass (under ``small_face_min_image_px``, or faces over
+    ``small_face_max_px``): set on a larger canvas, their real small faces go through the judge, a row of four 40 px
+    faces and a family of three (one of them alone in its row), and come out as they are, nothing added."""
+    row = _read_rgb(shared_dir / "eval" / "whole" / "codeformer_00.jpg")  # 491 px wide
+    on_grey = cv2.copyMakeBorder(row, 300, 300, 400, 400, cv2.BORDER_CONSTANT, value=(128, 128, 128))
+    family = _read_rgb(shared_dir / "eval" / "whole" / "gfpgan_10045.png")  # 783 x 1146
+    larger = cv2.resize(family, None, fx=1.1, fy=1.1, interpolation=cv2.INTER_CUBIC)  # faces 82–97 px
+    params = engine.config
+    for photo, expected in ((on_grey, 4), (larger, 3)):
+        assert params.small_face_pass(photo.shape[1], photo.shape[0])
+        faces = engine.analyze(photo)
+        assert len(faces) == expected, [f.to_json() for f in faces]
+        assert all(max(f.box[2] - f.box[0], f.box[3] - f.box[1]) <= params.small_face_max_px for f in faces)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
