@@ -124,6 +124,7 @@ class S3Store(HeadExists):
             read_timeout=read_timeout_s,
             # Custom endpoints (MinIO, SeaweedFS, Ceph) rarely have DNS for virtual-hosted bucket names.
             s3={"addressing_style": "path" if endpoint_url else "auto"},
+            signature_version="s3v4",  # what requests sign with; presigned URLs would otherwise get SigV2
         )
         with _SESSION_LOCK:  # sessions are not thread-safe; the clients they make are
             self._client = _shared_session().client(
@@ -165,6 +166,13 @@ class S3Store(HeadExists):
             reply = self._client.get_object(Bucket=self.bucket, Key=full_key)
         body = reply["Body"]  # botocore checks at its end that it carried ContentLength bytes
         return ObjectReader(self._info(key, reply), self._chunks(key, body), body.close)
+
+    def presigned_get_url(self, key: str, *, expires_s: int) -> str:
+        """A URL that GETs the object without credentials until ``expires_s`` from now, signed for this store's
+        endpoint (so the reader must reach that endpoint). Signing is local: no request, no check that it exists."""
+        return self._client.generate_presigned_url(
+            "get_object", Params={"Bucket": self.bucket, "Key": self._full_key(key)}, ExpiresIn=expires_s
+        )
 
     def _chunks(self, key: str, body: Any) -> Iterator[bytes]:
         with self._s3_errors(key):

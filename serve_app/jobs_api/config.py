@@ -6,7 +6,7 @@ import ipaddress
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from deployments.common.errors import InvalidParameter
 from storage.base import Location, StoreSettings, parse_location
@@ -40,6 +40,13 @@ class JobsConfig(BaseModel):
     callback_retry_s: float = Field(3900.0, ge=3600, description="how long a failing callback is retried")
     callback_timeout_s: float = Field(10.0, gt=0, le=60)
     sweep_interval_s: float = Field(10.0, gt=0, le=3600, description="how often expired jobs are looked for")
+    redirect_from_bytes: int | None = Field(
+        None,
+        ge=1,
+        description="a result of at least this size is answered 307 to a presigned URL of the s3:// store, valid "
+        "redirect_ttl_s, so the ingress never holds it for a slow client (clients must reach args.jobs.s3's endpoint)",
+    )
+    redirect_ttl_s: int = Field(300, ge=10, le=7 * DAY_S, description="how long a redirect's URL works (S3: ≤ 7 days)")
 
     @field_validator("callback_hosts")
     @classmethod
@@ -48,6 +55,12 @@ class JobsConfig(BaseModel):
             if "/" in host:
                 ipaddress.ip_network(host, strict=False)  # a ValueError names the bad CIDR
         return tuple(host.lower() for host in hosts)
+
+    @model_validator(mode="after")
+    def _redirects_need_s3(self) -> JobsConfig:
+        if self.redirect_from_bytes is not None and not self.store.startswith("s3://"):
+            raise ValueError(f"redirect_from_bytes needs an s3:// store (presigned URLs), not {self.store!r}")
+        return self
 
     @property
     def callback_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:

@@ -1,5 +1,6 @@
-"""A stored object as an HTTP response body, streamed: a job's result (a video's may be GiBs) costs the ingress one
-chunk per download in flight, not the object's size, whether it goes out as is or base64 inside JSON."""
+"""A stored object as an HTTP response body, streamed: a job's result (a video's may be GiBs) costs this app one chunk
+per download in flight, not the object's size, whether it goes out as is or base64 inside JSON. (Ray Serve itself
+does not pace a replica by its client: ``args.jobs.redirect_from_bytes`` sends large results to the store instead.)"""
 
 from __future__ import annotations
 

@@ -92,6 +92,13 @@ async def get_job_result(request: Request, job_id: str) -> Response:
     params = parse_job_params(view.record.task, view.record.params, job_context(settings_of(request)))
     # Everything read or opened (a missing object fails) before the status line goes out; the result itself is then
     # streamed, never whole in memory (README "Asynchronous jobs").
+    redirect_from = service.config.redirect_from_bytes
+    if params.return_ != "json" and redirect_from is not None and meta.bytes >= redirect_from:
+        # Through Ray Serve a slow client makes the ingress hold the whole result (docs/BENCHMARKS.md): large ones
+        # are read from the store itself.
+        ttl_s = service.config.redirect_ttl_s
+        url = await asyncio.to_thread(service.store.presigned_result_url, view, expires_s=ttl_s)
+        return Response(status_code=307, headers={**headers, "Location": url, "Cache-Control": "no-store"})
     fields = await asyncio.to_thread(service.store.result_json_fields, view) if params.return_ == "json" else None
     reader = await asyncio.to_thread(service.store.open_result, view)
     if fields is not None:

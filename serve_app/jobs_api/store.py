@@ -40,6 +40,7 @@ from storage.base import (
 )
 from storage.errors import ObjectNotFound
 from storage.keys import lease_name
+from storage.s3 import S3Store
 
 logger = logging.getLogger(__name__)
 
@@ -185,6 +186,18 @@ class JobStore:
         if stored is None:
             raise ObjectNotFound(view.record.id)
         return self._outputs[view.record.task].open_read(stored.result_key)
+
+    def presigned_result_url(self, view: JobView, *, expires_s: int) -> str:
+        """A URL the client GETs the result from itself (``args.jobs.redirect_from_bytes``); ``ObjectNotFound`` when
+        the result is gone, as for ``open_result``."""
+        stored = view.result
+        if stored is None:
+            raise ObjectNotFound(view.record.id)
+        output = self._outputs[view.record.task]
+        if not isinstance(output, S3Store):
+            raise InvalidParameter(f"{self} is not an s3:// store: its results cannot be presigned")
+        output.head(stored.result_key)
+        return output.presigned_get_url(stored.result_key, expires_s=expires_s)
 
     def result_json_fields(self, view: JobView) -> dict[str, Any]:
         """What ``return=json`` answers (``JobResult.to_json``) after the result's own ``image_b64`` (streamed from

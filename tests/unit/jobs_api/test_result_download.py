@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from httpx import Response as ClientResponse
 
 from serve_app.auth.caller import ANONYMOUS
-from serve_app.jobs_api import JobStore
+from serve_app.jobs_api import JobsConfig, JobStore
 from serve_app.jobs_api.config import within
 from serve_app.jobs_api.download import base64_json_response
 from serve_app.jobs_api.layout import JobRef
@@ -156,3 +156,10 @@ def test_a_result_whose_object_is_gone_answers_an_error_not_a_cut_stream(jobs_ap
 
     assert (answer.status_code, answer.json()["error"]["code"]) == (502, "object_not_found")
     assert answer.headers["content-type"] == "application/json"  # decided before any byte of the result
+
+
+def test_redirects_to_the_store_need_an_s3_store():
+    """Only an S3 store can presign a URL; a folder store with ``redirect_from_bytes`` is refused at start."""
+    with pytest.raises(ValueError, match="redirect_from_bytes needs an s3:// store"):
+        JobsConfig(store="jobs", redirect_from_bytes=1 << 20)
+    assert JobsConfig(store="s3://results/jobs", redirect_from_bytes=1 << 20).redirect_ttl_s == 300
