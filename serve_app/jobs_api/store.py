@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from deployments.common.errors import InvalidParameter
+from deployments.common.errors import InternalError, InvalidParameter
 from serve_app.bucket.leases import Lease
 from serve_app.bucket.records import (
     ATTACHMENTS_FOLDER,
@@ -195,7 +195,8 @@ class JobStore:
             raise ObjectNotFound(view.record.id)
         output = self._outputs[view.record.task]
         if not isinstance(output, S3Store):
-            raise InvalidParameter(f"{self} is not an s3:// store: its results cannot be presigned")
+            # JobsConfig allows redirects only with an s3:// store: reaching here is our bug, not the caller's
+            raise InternalError(f"{self} is not an s3:// store: its results cannot be presigned")
         output.head(stored.result_key)
         return output.presigned_get_url(stored.result_key, expires_s=expires_s)
 
