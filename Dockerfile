@@ -25,5 +25,5 @@ ENV PORTRAIT_MODEL_STORE=/home/ray/portrait-serve/models \
     RAY_USAGE_STATS_ENABLED=0
 EXPOSE 8000 8265 8080
 # configs/gpu.yaml listens on 0.0.0.0: run with -e PORTRAIT_EVENTS_TOKEN=... (from a secret), or the ingress refuses
-# to start the bucket webhook (README "Security").
+# to start the bucket webhook (docs/operations.md "Security").
 CMD ["serve", "run", "configs/gpu.yaml"]

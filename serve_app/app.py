@@ -34,13 +34,14 @@ class AppArgs(BaseModel):
     # The bucket-event trigger (webhook, SQS, poller); its routes live in the BucketRunner user_config.
     bucket_runner: bool = True
     # Plain-language requests (/v1/instructions, the OpenAI-compatible routes): the rule engine, or a language model
-    # behind an OpenAI-compatible endpoint ({engine: llm, llm: {base_url, model, timeout_s}}); README "Ask in words".
+    # behind an OpenAI-compatible endpoint ({engine: llm, llm: {base_url, model, timeout_s}}); docs/compatibility.md
+    # "Ask in words".
     instructions: InstructionsConfig = Field(default_factory=InstructionsConfig)
-    # API keys ({keys: [{id, sha256, rate_per_s, burst, daily_quota, tasks, callback_secret}], keys_file}); README
-    # "Keys and quotas". Without keys every route is open, as on a laptop.
+    # API keys ({keys: [{id, sha256, rate_per_s, burst, daily_quota, tasks, callback_secret}], keys_file});
+    # docs/operations.md "Keys and quotas". Without keys every route is open, as on a laptop.
     auth: AuthConfig = Field(default_factory=AuthConfig)
     # Asynchronous jobs (/v1/jobs; they run in the bucket runner): {store, retention_s, max_queued, callback_secret,
-    # callback_hosts, ...}; README "Asynchronous jobs".
+    # callback_hosts, ...}; docs/buckets-and-jobs.md "Asynchronous jobs".
     jobs: JobsConfig = Field(default_factory=JobsConfig)
 
 

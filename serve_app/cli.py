@@ -209,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_argument("--target-id", default="portrait", help="MinIO's webhook target id (arn:minio:sqs::ID:webhook)")
     setup.add_argument("--arn", help="notify this existing target instead (skips the webhook set-up)")
     setup.set_defaults(run=_buckets_setup)
-    keys = commands.add_parser("keys", help="API keys (README: Keys and quotas)").add_subparsers(
+    keys = commands.add_parser("keys", help="API keys (docs/operations.md: Keys and quotas)").add_subparsers(
         dest="action", required=True
     )
     create = keys.add_parser("create", help="print a new key once, and the entry to paste under args.auth.keys")

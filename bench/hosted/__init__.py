@@ -1,1 +1,2 @@
-"""The hosted-service bench (README "Keys and quotas", "Asynchronous jobs"): ``python -m bench.hosted``."""
+"""The hosted-service bench (docs/operations.md "Keys and quotas", docs/buckets-and-jobs.md):
+``python -m bench.hosted``."""

@@ -14,7 +14,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ModelSettings(BaseSettings):
-    """``PORTRAIT_MODEL_STORE=s3://models/portrait`` and friends; see the README's configuration table."""
+    """``PORTRAIT_MODEL_STORE=s3://models/portrait`` and friends; see "Configuration" in docs/operations.md."""
 
     model_config = SettingsConfigDict(env_prefix="PORTRAIT_", protected_namespaces=())
 

@@ -1,4 +1,5 @@
-"""API keys, their limits and who a request acts for (README "Keys and quotas"). No Ray outside ``deployment.py``."""
+"""API keys, their limits and who a request acts for (docs/operations.md "Keys and quotas"). No Ray outside
+``deployment.py``."""
 
 from serve_app.auth.caller import acting_as, caller_id, current_key, require_task
 from serve_app.auth.guard import Gate, install_key_guard, shows_details, warn_when_open

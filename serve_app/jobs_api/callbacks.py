@@ -46,7 +46,7 @@ def sign(secret: str, body: bytes, timestamp_s: int) -> str:
 
 
 def verify(secret: str, header: str, body: bytes, *, now_s: float, tolerance_s: float = 300.0) -> bool:
-    """What a receiver does (README "Callbacks"): the signature matches and is recent."""
+    """What a receiver does (docs/buckets-and-jobs.md "Callbacks"): the signature matches and is recent."""
     fields = dict(part.split("=", 1) for part in header.split(",") if "=" in part)
     if not fields.get("t", "").isdigit() or "v1" not in fields:
         return False

@@ -15,7 +15,7 @@ DAY_S = 86_400
 
 
 class JobsConfig(BaseModel):
-    """The jobs API of the application (README "Asynchronous jobs")."""
+    """The jobs API of the application (docs/buckets-and-jobs.md "Asynchronous jobs")."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

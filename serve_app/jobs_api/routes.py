@@ -1,5 +1,5 @@
 """The jobs API: ``POST /v1/jobs``, ``GET /v1/jobs[?status=]``, ``GET /v1/jobs/{id}``, ``GET /v1/jobs/{id}/result``,
-``DELETE /v1/jobs/{id}`` (README "Asynchronous jobs"). A key sees its own jobs only.
+``DELETE /v1/jobs/{id}`` (docs/buckets-and-jobs.md "Asynchronous jobs"). A key sees its own jobs only.
 
 (No ``from __future__ import annotations``: FastAPI resolves the route annotations at run time.)
 """
@@ -91,7 +91,7 @@ async def get_job_result(request: Request, job_id: str) -> Response:
     headers = result_headers(meta)
     params = parse_job_params(view.record.task, view.record.params, job_context(settings_of(request)))
     # Everything read or opened (a missing object fails) before the status line goes out; the result itself is then
-    # streamed, never whole in memory (README "Asynchronous jobs").
+    # streamed, never whole in memory (docs/buckets-and-jobs.md "Asynchronous jobs").
     redirect_from = service.config.redirect_from_bytes
     if params.return_ != "json" and redirect_from is not None and meta.bytes >= redirect_from:
         # Through Ray Serve a slow client makes the ingress hold the whole result (docs/BENCHMARKS.md): large ones

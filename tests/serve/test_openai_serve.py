@@ -1,6 +1,6 @@
-"""The README's OpenAI SDK examples against the Serve app itself (the same graph `make run` starts): the official
-``openai`` client with ``base_url=<service>/v1`` lists models, edits an image into an ID photo and gets a restored photo
-back from a chat completion, through the ingress and the model deployments."""
+"""The OpenAI SDK examples of docs/compatibility.md against the Serve app itself (the same graph `make run` starts):
+the official ``openai`` client with ``base_url=<service>/v1`` lists models, edits an image into an ID photo and gets a
+restored photo back from a chat completion, through the ingress and the model deployments."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The README's ``openai`` SDK examples, unchanged, against the API served by uvicorn on 127.0.0.1 (the real engines
-in-process behind it): models, images.edit, chat.completions with and without streaming, and the SDK's errors."""
+"""The ``openai`` SDK examples of docs/compatibility.md, unchanged, against the API served by uvicorn on 127.0.0.1
+(the real engines in-process behind it): models, images.edit, chat.completions with and without streaming, and the
+SDK's errors."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ def test_the_signature_is_hmac_sha256_of_t_dot_body_and_a_receiver_checks_it_in_
     header = sign("s3cret", b'{"id":"x"}', 1_700_000_000)
     expected = hmac.new(b"s3cret", b'1700000000.{"id":"x"}', hashlib.sha256).hexdigest()
     assert header == f"t=1700000000,v1={expected}"
-    # The README's receiver:
+    # The receiver of docs/buckets-and-jobs.md:
     t, v1 = (part.split("=", 1)[1] for part in header.split(","))
     mine = hmac.new(b"s3cret", f"{t}.".encode() + b'{"id":"x"}', hashlib.sha256).hexdigest()
     assert hmac.compare_digest(mine, v1)

@@ -1,6 +1,6 @@
-"""Callbacks over HTTPS to a real local server: the signed body and headers arrive as the README says; a certificate
-the service does not trust, or one for another name, gets nothing unless ``args.jobs.callback_ca_file`` names its CA;
-loopback receivers stay refused unless listed in ``callback_hosts``, CA file or not."""
+"""Callbacks over HTTPS to a real local server: the signed body and headers arrive as docs/buckets-and-jobs.md says;
+a certificate the service does not trust, or one for another name, gets nothing unless ``args.jobs.callback_ca_file``
+names its CA; loopback receivers stay refused unless listed in ``callback_hosts``, CA file or not."""
 
 from __future__ import annotations
 
@@ -35,12 +35,12 @@ def pki(tmp_path_factory):
     )
 
 
-def readme_verifier():
-    """The README's five-line receiver, run as written."""
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+def documented_verifier():
+    """The five-line receiver of docs/buckets-and-jobs.md, run as written."""
+    text = (REPO_ROOT / "docs" / "buckets-and-jobs.md").read_text(encoding="utf-8")
     block = text.split("A receiver verifies in five lines:", 1)[1].split("```python", 1)[1].split("```", 1)[0]
     namespace: dict = {}
-    exec(textwrap.dedent(block), namespace)  # noqa: S102 (our own README)
+    exec(textwrap.dedent(block), namespace)  # noqa: S102 (our own docs)
     return namespace["verified"]
 
 
@@ -67,8 +67,8 @@ def test_a_job_calls_back_an_https_receiver_whose_ca_is_configured(tmp_path, loc
     assert call.headers["content-length"] == str(len(call.body))
     signature = call.headers[SIGNATURE_HEADER.lower()]
     assert verify(SECRET, signature, call.body, now_s=time.time())
-    assert readme_verifier()(SECRET.encode(), signature, call.body)
-    assert not readme_verifier()(b"another-secret", signature, call.body)
+    assert documented_verifier()(SECRET.encode(), signature, call.body)
+    assert not documented_verifier()(b"another-secret", signature, call.body)
     assert json.loads(call.body) == {**done, "updated_at": json.loads(call.body)["updated_at"]}
     state = app.store.view(JobRef("anonymous", job_id)).state
     assert (state.callback.attempts, state.callback.last_error) == (1, None)
