@@ -16,7 +16,7 @@ import torch
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from deployments.faces.detect import EYE_DISTANCE_PER_BOX, DetectionParams  # noqa: E402
+from deployments.faces.detection import EYE_DISTANCE_PER_BOX, DetectionParams  # noqa: E402
 from deployments.faces.mtcnn import BLAZEFACE_SIDE_PER_WIDTH, Mtcnn, MtcnnParams, as_blazeface_box  # noqa: E402
 from tests.unit.faces.group_photos import face_sources, make_old_group_photo, match_faces  # noqa: E402
 

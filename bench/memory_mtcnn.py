@@ -19,7 +19,7 @@ from skimage import data
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from deployments.faces.detect import DetectionParams  # noqa: E402
+from deployments.faces.detection import DetectionParams  # noqa: E402
 from deployments.faces.mtcnn import Mtcnn  # noqa: E402
 
 

@@ -7,7 +7,7 @@ the networks, smoothing hides others), to reach the faces of old group photos, a
 besides faces: stone, foliage, patterned cloth, a collar, a border's corner. A restorer would paint a face onto each.
 No single score separates them: on the cluttered photos of ``tests/unit/faces/group_clutter.py`` the face mesh's flag
 is ~0 on most true faces of this size, and O-Net or BlazeFace alone rate blobs on stone as high as a quarter of the
-faces. What does is agreement, on each ``detect.View``:
+faces. What does is agreement, on each ``detection.View``:
 
 - O-Net on the candidate moved by ``SHIFT_PER_SIDE`` of its side four ways (a face stays a face; a blob's score
   falls), and where it puts the eyes: on a face they stay put when the crop moves or is mirrored, on texture they
@@ -39,7 +39,7 @@ import dlib
 import numpy as np
 
 from deployments.common.errors import ModelUnavailable
-from deployments.faces.detect import (
+from deployments.faces.detection import (
     EYE_DISTANCE_PER_BOX,
     Detection,
     DetectionParams,

@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 
 from deployments.common.affine import apply_affine, eye_roll_deg, invert_affine
-from deployments.faces.detect import Detection
+from deployments.faces.detection import Detection
 from deployments.faces.tflite import TfliteModel
 
 logger = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from deployments.common.errors import InvalidParameter, ModelUnavailable
-from deployments.faces.detect import EYE_DISTANCE_PER_BOX, Detection, DetectionParams, non_max_suppression
+from deployments.faces.detection import EYE_DISTANCE_PER_BOX, Detection, DetectionParams, non_max_suppression
 
 logger = logging.getLogger(__name__)
 

@@ -35,6 +35,62 @@ def _imported_modules(path: Path, *, skip: str = "") -> set[str]:
     return names
 
 
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph(packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """Each module of ``packages`` and the modules of ours it imports, at its top or inside a function."""
+    paths = {_module_name(path): path for package in packages for path in (REPO_ROOT / package).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        imported: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.update({node.module, *(f"{node.module}.{alias.name}" for alias in node.names)})
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+        graph[name] = (imported & set(paths)) - {name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph[module]):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = []
+            while not group or group[-1] != module:
+                group.append(stack.pop())
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return groups
+
+
+def test_no_modules_import_each_other():
+    """No import circle, not even through an import inside a function: a late import only defers a heavy dependency
+    (torch where MTCNN runs), never hides a circle; what two modules share lives in a third both import
+    (``deployments.faces.detection`` for ``detect``, ``confirm`` and ``mtcnn``)."""
+    assert _cycles(_import_graph(("deployments", "serve_app"))) == []
+
+
 def test_imports_run_one_way():
     offenders = [
         f"{path.relative_to(REPO_ROOT)} imports {sorted(ours - ALLOWED_OURS[package])}"

@@ -20,7 +20,8 @@ from deployments.faces.confirm import (
     judged_probabilities,
     row_neighbours,
 )
-from deployments.faces.detect import SMOOTHING_SIGMA_PX, Detection, DetectionParams, View
+from deployments.faces.detect import SMOOTHING_SIGMA_PX
+from deployments.faces.detection import Detection, DetectionParams, View
 from tests.unit.faces.faces_samples import ASTRONAUT_BOX
 from tests.unit.faces.group_photos import face_sources, make_old_group_photo
 

@@ -6,15 +6,8 @@ import cv2
 import numpy as np
 import pytest
 
-from deployments.faces.detect import (
-    FULL_RANGE,
-    SHORT_RANGE,
-    Detection,
-    DetectionParams,
-    FaceDetector,
-    plan_tile_levels,
-    weighted_nms,
-)
+from deployments.faces.detect import FULL_RANGE, SHORT_RANGE, FaceDetector, plan_tile_levels
+from deployments.faces.detection import Detection, DetectionParams, weighted_nms
 from tests.unit.faces.faces_samples import ASTRONAUT_BOX, ASTRONAUT_EYES
 
 

@@ -14,7 +14,7 @@ import torch
 from deployments.common.errors import InvalidParameter, ModelUnavailable
 from deployments.faces import mtcnn as mtcnn_module
 from deployments.faces.analyze import FaceAnalysisConfig, FaceAnalysisPredictor
-from deployments.faces.detect import DetectionParams, non_max_suppression
+from deployments.faces.detection import DetectionParams, non_max_suppression
 from deployments.faces.mtcnn import ONet, PNet, RNet, load_net
 from tests.conftest import SHARED_DIR
 from tests.unit.faces.faces_samples import ASTRONAUT_BOX, ASTRONAUT_EYES
@@ -121,7 +121,7 @@ def test_pnet_strips_find_what_the_whole_level_finds(engine, old_group_photo, mo
 PEAK_PROBE = r"""
 import resource, sys
 import numpy as np
-from deployments.faces.detect import DetectionParams
+from deployments.faces.detection import DetectionParams
 from deployments.faces.mtcnn import Mtcnn
 mtcnn = Mtcnn(sys.argv[1])
 photo = np.random.default_rng(0).integers(0, 256, (5000, 10000, 3), dtype=np.uint8)
