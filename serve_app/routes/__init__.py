@@ -22,7 +22,11 @@ def create_api() -> FastAPI:
     api = FastAPI(
         title="portrait-serve",
         version=__version__,
-        description="Face restoration, ID photos and cartoonization on Ray Serve.",
+        description=(
+            "Portrait jobs on Ray Serve: face restoration (restore), ID photos whole or step by step (idphoto, "
+            "idphoto-<step>), cartoonization (cartoon) and colorization (colorize); videos, asynchronous jobs, "
+            "plain-language and OpenAI-compatible requests, HivisionIDPhotos' API and bucket events."
+        ),
     )
     install_error_handlers(api)
     install_key_guard(api)  # API keys, when configured: before any route
