@@ -35,12 +35,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from deployments.common.image import encode_image  # noqa: E402
-from serve_app.bucket.events import ObjectEvent  # noqa: E402
-from serve_app.bucket.outcomes import ObjectOutcome, Status  # noqa: E402
-from serve_app.bucket.routing import build_routing_table  # noqa: E402
-from serve_app.bucket.runner import BucketWorker, job_executor  # noqa: E402
 from serve_app.jobs import job_context  # noqa: E402
 from serve_app.local_backend import LocalBackend  # noqa: E402
+from serve_app.runner.outcomes import ObjectOutcome, Status  # noqa: E402
+from serve_app.runner.routing import build_routing_table  # noqa: E402
+from serve_app.runner.triggers.events import ObjectEvent  # noqa: E402
+from serve_app.runner.worker import BucketWorker, job_executor  # noqa: E402
 from serve_app.settings import Settings  # noqa: E402
 from storage.local import LocalStore  # noqa: E402
 

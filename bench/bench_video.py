@@ -173,7 +173,7 @@ def peak(args) -> None:
 def job(args) -> None:
     """One clip through a bucket folder route as the runner runs it (the object read, the job, the result and its
     record stored), then this process's peak resident memory and the result's size."""
-    from tests.unit.bucket.bucket_fixtures import make_worker
+    from tests.unit.runner.bucket_fixtures import make_worker
 
     backend = _backend()
     with tempfile.TemporaryDirectory() as folder:

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from serve_app.bucket.routing import build_routing_table
-from serve_app.bucket.runner import BucketWorker
 from serve_app.jobs import job_context
 from serve_app.routes import create_api
+from serve_app.runner.routing import build_routing_table
+from serve_app.runner.worker import BucketWorker
 from serve_app.settings import Settings
 from storage.base import open_store
 

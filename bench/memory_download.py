@@ -22,13 +22,14 @@ from fastapi.testclient import TestClient
 
 from deployments.common.image import encode_image
 from serve_app.auth.caller import ANONYMOUS
-from serve_app.bucket.records import ResultRecord, output_key, record_names, unread_source, write_result
 from serve_app.jobs import JOBS
 from serve_app.jobs.results import JobResult
-from serve_app.jobs_api import JobsConfig, JobsService, JobStore
-from serve_app.jobs_api.config import within
-from serve_app.jobs_api.layout import JobRef
+from serve_app.jobs_api import JobsService
 from serve_app.routes import create_api
+from serve_app.runner.jobs_config import JobsConfig, within
+from serve_app.runner.jobs_layout import JobRef
+from serve_app.runner.jobs_store import JobStore
+from serve_app.runner.records import ResultRecord, output_key, record_names, unread_source, write_result
 from serve_app.schemas import ResultMeta
 from serve_app.settings import Settings
 from storage.base import open_store

@@ -29,8 +29,9 @@ from bench.memory_download import TASK, store_result
 from deployments.common.image import encode_image
 from serve_app.auth.caller import ANONYMOUS
 from serve_app.jobs import JOBS
-from serve_app.jobs_api import JobsConfig, JobStore
-from serve_app.jobs_api.layout import JobRef
+from serve_app.runner.jobs_config import JobsConfig
+from serve_app.runner.jobs_layout import JobRef
+from serve_app.runner.jobs_store import JobStore
 
 CHUNK_BYTES = 64 * 1024
 PROCESSES = {"proxy": "ProxyActor", "ingress": "Ingress"}  # a name in the process title Ray gives each actor

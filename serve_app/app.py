@@ -17,11 +17,11 @@ from deployments.idphoto.deployment import PortraitMatter
 from deployments.restore.deployment import BackgroundUpscaler, FaceRestorer
 from deployments.restore.params import RESTORE_MODELS, restorer_deployment
 from serve_app.auth import AuthConfig
-from serve_app.bucket.deployment import BucketRunner
 from serve_app.handles import Stages
 from serve_app.ingress import Ingress
 from serve_app.instructions import InstructionsConfig
-from serve_app.jobs_api import JobsConfig
+from serve_app.runner.deployment import BucketRunner
+from serve_app.runner.jobs_config import JobsConfig
 
 
 class AppArgs(BaseModel):

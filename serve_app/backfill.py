@@ -22,13 +22,13 @@ from typing import Any, TextIO
 
 from deployments.common.errors import InputError, InvalidParameter, ServiceError
 from deployments.common.params import JobParams
-from serve_app.bucket.leases import new_holder
-from serve_app.bucket.outcomes import ObjectOutcome, Status
-from serve_app.bucket.routing import BucketRoute, RoutingTable, resolve_route
-from serve_app.bucket.runner import BucketWorker, JobExecutor
 from serve_app.jobs import JobContext
 from serve_app.jobs.results import JobResult
 from serve_app.registry import job_entry
+from serve_app.runner.leases import new_holder
+from serve_app.runner.outcomes import ObjectOutcome, Status
+from serve_app.runner.routing import BucketRoute, RoutingTable, resolve_route
+from serve_app.runner.worker import BucketWorker, JobExecutor
 from storage.base import StoreSettings, parse_location
 
 logger = logging.getLogger(__name__)

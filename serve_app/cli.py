@@ -107,8 +107,8 @@ def _process(settings: Settings, args: argparse.Namespace) -> int:
     import asyncio
 
     from serve_app.backfill import ProgressBar, backfill, http_executor
-    from serve_app.bucket.runner import job_executor
     from serve_app.jobs import job_context
+    from serve_app.runner.worker import job_executor
     from storage.base import StoreSettings
 
     context = job_context(settings)
@@ -226,10 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _buckets_setup(settings: Settings, args: argparse.Namespace) -> int:
     import yaml
 
-    from serve_app.bucket.config import RunnerConfig
-    from serve_app.bucket.minio_setup import WebhookTarget, setup_buckets
-    from serve_app.bucket.routing import build_routing_table
     from serve_app.jobs import job_context
+    from serve_app.runner.config import RunnerConfig
+    from serve_app.runner.routing import build_routing_table
+    from serve_app.runner.triggers.minio_setup import WebhookTarget, setup_buckets
 
     with open(args.config, encoding="utf-8") as handle:
         serve_config = yaml.safe_load(handle) or {}

@@ -32,7 +32,7 @@ from deployments.restore.types import BackgroundEngine, FaceToRestore, RestoredF
 from serve_app.auth.caller import caller_id
 from serve_app.backend import matte_engine_info, restore_template
 from serve_app.health import HealthAggregator, ReplicaCount, ReplicaCounts, replica_counts_of
-from serve_app.jobs_api.layout import JobRef
+from serve_app.runner.jobs_layout import JobRef
 
 logger = logging.getLogger(__name__)
 

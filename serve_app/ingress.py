@@ -14,12 +14,14 @@ from ray.serve.handle import DeploymentHandle
 
 from serve_app.auth import AuthConfig, Gate, load_keys, warn_when_open
 from serve_app.auth.deployment import RayLimiter
-from serve_app.bucket.webhook import require_events_token
 from serve_app.handles import BucketRunnerClient, HandleBackend, ServeReplicaCounts, Stages
 from serve_app.instructions import InstructionsConfig
 from serve_app.jobs import JOBS
-from serve_app.jobs_api import JobsConfig, JobsService, JobStore
+from serve_app.jobs_api import JobsService
 from serve_app.routes import create_api
+from serve_app.runner.jobs_config import JobsConfig
+from serve_app.runner.jobs_store import JobStore
+from serve_app.runner.triggers.webhook import require_events_token
 from serve_app.settings import get_settings
 
 logger = logging.getLogger(__name__)

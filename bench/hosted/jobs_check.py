@@ -14,7 +14,7 @@ import httpx
 
 from bench.hosted.receiver import Receiver
 from bench.load_test import percentile
-from serve_app.jobs_api.callbacks import verify
+from serve_app.runner.callbacks import verify
 
 FINISHED = ("succeeded", "failed", "cancelled")
 CLIENT_ERRORS = ("unsupported_image", "corrupt_image", "no_face", "invalid_parameter", "image_too_large")

@@ -1,10 +1,16 @@
-"""Asynchronous jobs over the bucket runner's machinery (docs/buckets-and-jobs.md "Asynchronous jobs"): submit, poll
-or be called back, results that expire. No Ray: the Serve wiring lives in ``serve_app.ingress`` and
-``serve_app.bucket.deployment``."""
+"""The asynchronous jobs' HTTP side (docs/buckets-and-jobs.md "Asynchronous jobs"): submit, poll or be called back,
+download results.
 
-from serve_app.jobs_api.config import JobsConfig
-from serve_app.jobs_api.runner import JobsRunner, job_routes
+- ``routes``: ``/v1/jobs`` (FastAPI, no Ray);
+- ``submission``: reading ``POST /v1/jobs`` (multipart or JSON);
+- ``service``: accept a job (stored, then queued), find it, list, cancel;
+- ``download``: a stored result streamed as the response body.
+
+The jobs run in the runner (``serve_app.runner``: the jobs store, its layout and records, the jobs' routes, endings
+and callbacks); this package depends on it, never the other way. The Serve wiring lives in ``serve_app.ingress`` and
+``serve_app.runner.deployment``.
+"""
+
 from serve_app.jobs_api.service import JobQueue, JobsService, LocalJobQueue
-from serve_app.jobs_api.store import JobStore
 
-__all__ = ["JobQueue", "JobStore", "JobsConfig", "JobsRunner", "JobsService", "LocalJobQueue", "job_routes"]
+__all__ = ["JobQueue", "JobsService", "LocalJobQueue"]

@@ -16,11 +16,11 @@ from serve_app.auth import caller_id, current_key
 from serve_app.jobs import job_context, parse_job_params, require_job
 from serve_app.jobs.results import result_headers
 from serve_app.jobs.video import check_media
-from serve_app.jobs_api.callbacks import CallbackRefused, resolve_target
 from serve_app.jobs_api.download import ObjectResponse, base64_json_response
-from serve_app.jobs_api.records import JobAccepted, JobListOut, job_json
 from serve_app.jobs_api.service import JobNotReady, JobsService
 from serve_app.jobs_api.submission import read_submission
+from serve_app.runner.callbacks import CallbackRefused, resolve_target
+from serve_app.runner.jobs_records import JobAccepted, JobListOut, job_json
 from serve_app.schemas import ErrorOut
 
 router = APIRouter(tags=["asynchronous jobs"])

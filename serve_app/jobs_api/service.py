@@ -15,11 +15,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from deployments.common.errors import InputError, PortraitError
-from serve_app.jobs_api.config import JobsConfig
-from serve_app.jobs_api.layout import JobRef, expiry_of, is_job_id, new_job_id
-from serve_app.jobs_api.records import IdempotencyClaim, JobRecord, JobState, JobStatus, JobView
-from serve_app.jobs_api.runner import JobsRunner
-from serve_app.jobs_api.store import JobStore
+from serve_app.runner.jobs_config import JobsConfig
+from serve_app.runner.jobs_layout import JobRef, expiry_of, is_job_id, new_job_id
+from serve_app.runner.jobs_records import IdempotencyClaim, JobRecord, JobState, JobStatus, JobView
+from serve_app.runner.jobs_runner import JobsRunner
+from serve_app.runner.jobs_store import JobStore
 from storage.errors import PreconditionFailed
 
 CLAIM_TTL_S = 300.0  # an idempotency claim not accepted by then was left by a submit that died

@@ -10,8 +10,8 @@ from starlette.requests import Request
 
 from deployments.common.errors import InvalidParameter
 from serve_app.byte_caps import MediaCaps, media_caps
-from serve_app.jobs_api.config import JobsConfig
 from serve_app.jobs_api.service import Submission
+from serve_app.runner.jobs_config import JobsConfig
 from serve_app.settings import Settings
 from serve_app.uploads import UploadCap, json_upload, load_json, media_type, read_body, read_upload
 from storage.base import open_store, parse_location

@@ -6,7 +6,6 @@ from fastapi import FastAPI
 from serve_app import __version__
 from serve_app.auth import install_key_guard
 from serve_app.auth.routes import router as usage_routes
-from serve_app.bucket.webhook import install_event_routes
 from serve_app.errors import install_error_handlers
 from serve_app.jobs_api.routes import router as async_job_routes
 from serve_app.openai_api import router as plain_language_routes
@@ -14,6 +13,7 @@ from serve_app.routes.catalog import router as catalog_routes
 from serve_app.routes.health import router as health_routes
 from serve_app.routes.hivision import router as hivision_routes
 from serve_app.routes.jobs import router as job_routes
+from serve_app.runner.triggers.webhook import install_event_routes
 from serve_app.webpage import install_web_page
 
 

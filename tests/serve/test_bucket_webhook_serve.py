@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from deployments.common.image import encode_image
-from tests.unit.bucket.bucket_samples import minio_body
+from tests.unit.runner.bucket_samples import minio_body
 
 pytestmark = pytest.mark.slow
 

@@ -1,5 +1,5 @@
-"""The architecture, enforced: imports run ``serve_app`` → ``deployments`` → ``storage``, Ray stays in ``deployment.py``
-modules and the Serve edge, the ingress stays light."""
+"""The architecture, enforced: imports run ``serve_app`` → ``deployments`` → ``storage``, and inside ``serve_app``
+``jobs_api`` → ``runner``; Ray stays in ``deployment.py`` modules and the Serve edge, the ingress stays light."""
 
 from __future__ import annotations
 
@@ -99,6 +99,36 @@ def test_imports_run_one_way():
         if (ours := _imported_modules(path, skip=SHARED_ERROR_TREE) & set(ALLOWED_OURS)) - ALLOWED_OURS[package]
     ]
     assert offenders == []
+
+
+def _imported_dotted(path: Path) -> set[str]:
+    """Every absolute module ``path`` imports, dotted in full (``from a.b import c`` gives ``a.b`` and ``a.b.c``)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_the_runner_does_not_import_the_jobs_http_side():
+    """``serve_app.jobs_api`` (the /v1/jobs routes, submission, service, download) runs on ``serve_app.runner``;
+    the runner (worker, triggers, the jobs store and the jobs' half) never imports it back."""
+    offenders = [
+        f"{path.relative_to(REPO_ROOT)} imports {name}"
+        for path in (REPO_ROOT / "serve_app" / "runner").rglob("*.py")
+        for name in sorted(_imported_dotted(path))
+        if name == "serve_app.jobs_api" or name.startswith("serve_app.jobs_api.")
+    ]
+    assert offenders == []
+
+
+def test_the_bucket_runner_lives_in_one_package():
+    """``serve_app/bucket`` became ``serve_app/runner``: no second home for the runner's modules."""
+    assert not (REPO_ROOT / "serve_app" / "bucket").exists()
+    assert (REPO_ROOT / "serve_app" / "runner" / "deployment.py").is_file()
 
 
 def test_ray_is_imported_only_by_deployment_modules():

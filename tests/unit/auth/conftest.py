@@ -1,3 +1,3 @@
 """The real engines in-process and small photos, as the bucket tests use them."""
 
-from tests.unit.bucket.bucket_fixtures import faceless_png, job_ctx, local_backend, photo_jpeg  # noqa: F401
+from tests.unit.runner.bucket_fixtures import faceless_png, job_ctx, local_backend, photo_jpeg  # noqa: F401

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from deployments.common.errors import InvalidParameter
-from serve_app.bucket.routing import build_routing_table
 from serve_app.cli import main
 from serve_app.instructions import InstructionUnclear
+from serve_app.runner.routing import build_routing_table
 from storage.local import LocalStore
 
 

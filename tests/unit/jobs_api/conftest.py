@@ -10,14 +10,17 @@ import pytest
 from fastapi.testclient import TestClient
 
 from serve_app.auth import ApiKeyIn, Gate, KeyRing, LimitBook, LocalLimiter, hash_key
-from serve_app.bucket.routing import build_routing_table
-from serve_app.bucket.runner import BucketWorker, job_executor
 from serve_app.jobs import JOBS
-from serve_app.jobs_api import JobsConfig, JobsRunner, JobsService, JobStore, LocalJobQueue, job_routes
-from serve_app.jobs_api.callbacks import Target
+from serve_app.jobs_api import JobsService, LocalJobQueue
 from serve_app.routes import create_api
+from serve_app.runner.callbacks import Target
+from serve_app.runner.jobs_config import JobsConfig
+from serve_app.runner.jobs_runner import JobsRunner, job_routes
+from serve_app.runner.jobs_store import JobStore
+from serve_app.runner.routing import build_routing_table
+from serve_app.runner.worker import BucketWorker, job_executor
 from serve_app.settings import Settings
-from tests.unit.bucket.bucket_fixtures import faceless_png, job_ctx, local_backend, photo_jpeg  # noqa: F401
+from tests.unit.runner.bucket_fixtures import faceless_png, job_ctx, local_backend, photo_jpeg  # noqa: F401
 
 SECRET = "app-secret"
 KEYS = {"pk_a": {"id": "alice", "callback_secret": "alice-secret"}, "pk_b": {"id": "bob", "tasks": ["idphoto"]}}

@@ -15,9 +15,11 @@ import pytest
 from deployments.common.errors import InvalidParameter
 from serve_app.auth import KeyRing
 from serve_app.jobs import JOBS
-from serve_app.jobs_api import JobsConfig, JobsRunner, JobStore
-from serve_app.jobs_api.callbacks import SIGNATURE_HEADER, callback_poster, deliver, verify
-from serve_app.jobs_api.layout import JobRef
+from serve_app.runner.callbacks import SIGNATURE_HEADER, callback_poster, deliver, verify
+from serve_app.runner.jobs_config import JobsConfig
+from serve_app.runner.jobs_layout import JobRef
+from serve_app.runner.jobs_runner import JobsRunner
+from serve_app.runner.jobs_store import JobStore
 from tests.unit.jobs_api.conftest import SECRET, make_jobs_app
 from tests.unit.jobs_api.test_jobs_api import files_of
 from tests.unit.jobs_api.tls_receiver import HttpsReceiver, make_pki

@@ -15,11 +15,13 @@ import pytest
 
 from deployments.common.errors import InvalidParameter, Overloaded
 from serve_app.jobs import JOBS
-from serve_app.jobs_api import JobsConfig, JobsService, JobStore
+from serve_app.jobs_api import JobsService
 from serve_app.jobs_api import service as service_module
-from serve_app.jobs_api.layout import JobRef, idempotency_key
-from serve_app.jobs_api.records import IdempotencyClaim
 from serve_app.jobs_api.service import IdempotencyKeyReused, Submission
+from serve_app.runner.jobs_config import JobsConfig
+from serve_app.runner.jobs_layout import JobRef, idempotency_key
+from serve_app.runner.jobs_records import IdempotencyClaim
+from serve_app.runner.jobs_store import JobStore
 from storage.errors import StoreUnavailable
 from storage.local import LocalStore
 from tests.unit.jobs_api.test_jobs_api import files_of

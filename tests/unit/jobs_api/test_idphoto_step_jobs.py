@@ -11,10 +11,10 @@ import json
 import numpy as np
 from PIL import Image
 
-from serve_app.bucket.outcomes import Status
+from serve_app.runner.outcomes import Status
 from storage.local import LocalStore
-from tests.unit.bucket.bucket_fixtures import make_worker
 from tests.unit.jobs_api.conftest import KEYS, make_jobs_app
+from tests.unit.runner.bucket_fixtures import make_worker
 
 
 def files_of(photo: bytes) -> dict:

@@ -9,7 +9,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from serve_app.jobs import JOBS
-from serve_app.jobs_api.callbacks import SIGNATURE_HEADER, verify
+from serve_app.runner.callbacks import SIGNATURE_HEADER, verify
 from tests.unit.jobs_api.conftest import SECRET
 
 

@@ -4,17 +4,20 @@ loses its data, a restarted runner finishes (and calls back) what was accepted, 
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from deployments.common.errors import InvalidParameter
-from serve_app.bucket.routing import build_routing_table
-from serve_app.bucket.runner import BucketWorker, job_executor
 from serve_app.jobs import JOBS
-from serve_app.jobs_api import JobsConfig, JobsRunner, job_routes
-from serve_app.jobs_api.callbacks import SIGNATURE_HEADER, verify
-from serve_app.jobs_api.config import require_shared_store
+from serve_app.runner.callbacks import SIGNATURE_HEADER, verify
+from serve_app.runner.jobs_config import JobsConfig, require_shared_store
+from serve_app.runner.jobs_runner import JobsRunner, job_routes
+from serve_app.runner.routing import build_routing_table
+from serve_app.runner.worker import BucketWorker, job_executor
 from tests.unit.jobs_api.conftest import KEYS, make_jobs_app
 
 
@@ -131,3 +134,13 @@ def test_a_relative_jobs_folder_is_refused_on_a_cluster_without_a_shared_root(tm
     require_shared_store(JobsConfig(), None, nodes=1)
     require_shared_store(JobsConfig(), tmp_path, nodes=2)
     require_shared_store(JobsConfig(store="s3://portrait-jobs/jobs"), None, nodes=2)
+
+
+def test_the_default_jobs_folder_is_under_the_buckets_root_and_ignored_by_git(tmp_path):
+    assert JobsConfig().location(tmp_path).bucket == str(tmp_path / "buckets" / "jobs")
+    repo = Path(__file__).resolve().parents[3]
+    if not (repo / ".git").exists() or shutil.which("git") is None:
+        return  # not a checkout: nothing to commit by mistake
+    job_file = f"{JobsConfig().store}/jobs/owner/id.json"
+    ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", job_file], cwd=repo, check=False)
+    assert ignored.returncode == 0  # a laptop's jobs never show up as files to commit

@@ -17,10 +17,10 @@ from fastapi.testclient import TestClient
 from httpx import Response as ClientResponse
 
 from serve_app.auth.caller import ANONYMOUS
-from serve_app.jobs_api import JobsConfig, JobStore
-from serve_app.jobs_api.config import within
 from serve_app.jobs_api.download import base64_json_response
-from serve_app.jobs_api.layout import JobRef
+from serve_app.runner.jobs_config import JobsConfig, within
+from serve_app.runner.jobs_layout import JobRef
+from serve_app.runner.jobs_store import JobStore
 from storage.base import ObjectReader, open_store
 
 LARGE_BYTES = 48 << 20

@@ -13,16 +13,16 @@ from itertools import chain
 import pytest
 
 from deployments.common.errors import VideoNeedsJob, VideoTooLarge
-from serve_app.bucket.outcomes import Status
 from serve_app.byte_caps import PHOTO_SETTING, VIDEO_SETTING, media_caps
 from serve_app.chat_messages import image_from_url
 from serve_app.instructions import InstructionsConfig
 from serve_app.jobs.video import check_media
+from serve_app.runner.outcomes import Status
 from serve_app.settings import Settings
 from serve_app.uploads import FORM_OVERHEAD_BYTES
 from tests.asgi_bodies import CHUNK_BYTES, filler, json_parts, multipart_parts, send_chunked
-from tests.unit.bucket.bucket_fixtures import make_worker
 from tests.unit.jobs_api.conftest import make_jobs_app
+from tests.unit.runner.bucket_fixtures import make_worker
 
 MP4_HEAD = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2"  # an MP4's first box: 24 bytes, 8 base64 quanta
 PHOTO_CAP, VIDEO_CAP = 2**20, 3 * 2**20

@@ -14,9 +14,9 @@ import pytest
 from deployments.common.errors import StageUnavailable
 from deployments.video.frames import read_chunks
 from deployments.video.probe import VideoLimits, probe_video
-from serve_app.bucket.outcomes import Status
+from serve_app.runner.outcomes import Status
 from serve_app.settings import Settings
-from tests.unit.bucket.bucket_fixtures import make_worker
+from tests.unit.runner.bucket_fixtures import make_worker
 from tests.unit.video.clips import make_audio_only, make_clip
 
 
