@@ -182,22 +182,60 @@ def judge_photo(
 ) -> ComplianceReport:
     """Measure the finished photo against ``spec`` and the house limits in :mod:`report`."""
     lang = params.lang
-    width_out, height_out = framing.size_wh
+    measured = _measure(photo_rgb, alpha, framing, found)
+    checks = _framing_checks(measured, framing, found, spec) + _source_checks(measured, framing, found, lang)
+    if background is not None:
+        std = background_std(photo_rgb, background, alpha)
+        checks.append(ranged("background_uniformity", std, 0.0, MAX_BACKGROUND_STD, "rgb_rms"))
+    reasons, codes = _reasons(checks, found, spec, encoded, params)
+    looks = look_notes(params.touchups(), flipped=params.horizontal_flip, watermark_note=watermark_note, lang=lang)
+    return ComplianceReport(
+        spec=spec.to_json(),
+        face_count=found.face_count,
+        checks=tuple(checks),
+        reasons=tuple(reasons),
+        notes=tuple(_notes(framing, params) + looks),
+        encoding=encoded.to_json(),
+        reason_codes=tuple(codes),
+        advice=tuple(_advice(codes, spec, lang)),
+        lang=lang,
+        skin_delta_e=found.skin_delta_e,
+    )
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """What the checks read off the finished photo: the face's centre line, the crown (and whether the matte runs
+    into the top edge there) and each used face's sharpness (None where it cannot be measured)."""
+
+    centre_x: float
+    crown_y: float
+    crown_touches_top: bool
+    sharpness: list[float | None]
+
+
+def _measure(photo_rgb: np.ndarray, alpha: np.ndarray, framing: Framing, found: Found) -> _Measured:
     eyes = framing.eyes_out
     centre_x = float((eyes[:, 0].mean() + framing.chin_out[0]) / 2.0)
     group = group_face(found.people)  # the crown is searched across every head, as the framing did
     face_width_out = float(group.box[2] - group.box[0]) * framing.scale
     crown_y, crown_touches_top = measure_crown_y(alpha, centre_x, float(eyes[:, 1].mean()), face_width_out)
     sharpness = [face_sharpness(photo_rgb, *_face_points_out(framing, f)) for f in found.people]
-    cut_edges = _cut_edges(framing)
-    checks: list[Check] = [
+    return _Measured(centre_x, crown_y, crown_touches_top, sharpness)
+
+
+def _framing_checks(measured: _Measured, framing: Framing, found: Found, spec: IdSpec) -> list[Check]:
+    """The face count, and where and how large the head sits: the standard's ranges and the house limits."""
+    width_out, height_out = framing.size_wh
+    eyes, crown_y, sharpness = framing.eyes_out, measured.crown_y, measured.sharpness
+    return [
         Check("face_count", float(found.face_count), spec.faces, spec.faces, "faces", found.face_count == spec.faces),
         ranged("head_height_ratio", (framing.chin_out[1] - crown_y) / height_out, *spec.head_height, "fraction"),
         ranged("top_margin_ratio", crown_y / height_out, *spec.top_margin, "fraction"),
         ranged("eye_tilt_deg", eye_roll_deg(eyes[0], eyes[1]), -MAX_TILT_DEG, MAX_TILT_DEG, "deg"),
         ranged(
             "horizontal_offset",
-            (centre_x - width_out / 2.0) / width_out,
+            (measured.centre_x - width_out / 2.0) / width_out,
             -MAX_CENTRE_OFFSET,
             MAX_CENTRE_OFFSET,
             "fraction",
@@ -205,37 +243,36 @@ def judge_photo(
         ranged("sharpness", None if None in sharpness else min(sharpness), MIN_SHARPNESS, None, "laplacian_var"),
         ranged("source_scale", framing.scale, None, MAX_SOURCE_SCALE, "out_px_per_src_px"),
         ranged("edge_padding", framing.padding["top"] + framing.padding["bottom"], 0.0, MAX_EDGE_PADDING, "fraction"),
-        Check(
-            "crown_visible",
-            0.0 if crown_touches_top else 1.0,
-            1.0,
-            1.0,
-            "bool",
-            not crown_touches_top,
-            message=say(lang, "crown_visible"),
-        ),
-        Check(
-            "head_cropped_in_source",
-            1.0 if cut_edges else 0.0,
-            0.0,
-            0.0,
-            "bool",
-            not cut_edges,
-            message=say(lang, "head_cropped_in_source", edges=edges(lang, cut_edges)),
-        ),
-        Check(
-            "shoulders_cropped_in_source",
-            1.0 if found.shoulders_cut else 0.0,
-            0.0,
-            0.0,
-            "bool",
-            not found.shoulders_cut,
-            message=say(lang, "shoulders_cropped_in_source"),
-        ),
     ]
-    if background is not None:
-        std = background_std(photo_rgb, background, alpha)
-        checks.append(ranged("background_uniformity", std, 0.0, MAX_BACKGROUND_STD, "rgb_rms"))
+
+
+def _source_checks(measured: _Measured, framing: Framing, found: Found, lang: Lang) -> list[Check]:
+    """What the source photo lacks: the crown, the head inside the frame, the shoulders."""
+    touches, cut_edges = measured.crown_touches_top, _cut_edges(framing)
+    crown = Check(
+        "crown_visible", 0.0 if touches else 1.0, 1.0, 1.0, "bool", not touches, message=say(lang, "crown_visible")
+    )
+    head = Check(
+        "head_cropped_in_source",
+        1.0 if cut_edges else 0.0,
+        0.0,
+        0.0,
+        "bool",
+        not cut_edges,
+        message=say(lang, "head_cropped_in_source", edges=edges(lang, cut_edges)),
+    )
+    cut = found.shoulders_cut
+    message = say(lang, "shoulders_cropped_in_source")
+    shoulders = Check("shoulders_cropped_in_source", 1.0 if cut else 0.0, 0.0, 0.0, "bool", not cut, message=message)
+    return [crown, head, shoulders]
+
+
+def _reasons(
+    checks: list[Check], found: Found, spec: IdSpec, encoded: EncodedPhoto, params: IdPhotoParams
+) -> tuple[list[str], list[str]]:
+    """The reasons a person reads and their codes: one per failed check (the face count's names what was used),
+    and the file size when the encoding missed its KB range."""
+    lang = params.lang
     failed = [c for c in checks if not c.passed]
     reasons = list(reasons_for(tuple(failed), lang))
     codes = [c.name for c in failed]
@@ -247,23 +284,7 @@ def judge_photo(
         sizes = {"size_kb": f"{encoded.size_kb:.1f}", "min_kb": params.min_kb or "", "max_kb": params.max_kb or ""}
         reasons.append(say(lang, "file_size", **sizes))
         codes.append("file_size")
-    return ComplianceReport(
-        spec=spec.to_json(),
-        face_count=found.face_count,
-        checks=tuple(checks),
-        reasons=tuple(reasons),
-        notes=tuple(
-            _notes(framing, params)
-            + look_notes(
-                params.touchups(), flipped=params.horizontal_flip, watermark_note=watermark_note, lang=params.lang
-            )
-        ),
-        encoding=encoded.to_json(),
-        reason_codes=tuple(codes),
-        advice=tuple(_advice(codes, spec, lang)),
-        lang=lang,
-        skin_delta_e=found.skin_delta_e,
-    )
+    return reasons, codes
 
 
 def _advice(codes: list[str], spec: IdSpec, lang: Lang) -> list[str]:
