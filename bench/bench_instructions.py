@@ -1,4 +1,4 @@
-"""The rule engine's cost: building the vocabulary once, and reading one prompt (p50/p99 over the test table).
+"""The rule interpreter's cost: building the vocabulary once, and reading one prompt (p50/p99 over the test table).
 
     .venv/bin/python bench/bench_instructions.py --rounds 200
     .venv/bin/python bench/bench_instructions.py --adversarial    # the worst 2000-character prompts we know
@@ -26,21 +26,21 @@ from tests.unit.instructions.test_prompt_cost import ADVERSARIAL  # noqa: E402
 from tests.unit.instructions.test_rules import PROMPTS  # noqa: E402
 
 
-def _read_ms(engine: RuleInterpreter, prompt: str) -> float:
+def _read_ms(rules: RuleInterpreter, prompt: str) -> float:
     started = time.perf_counter()
     try:
-        engine.interpret_now(prompt)
+        rules.interpret_now(prompt)
     except PortraitError:
         pass  # unclear or refused: the cost is what is measured
     return (time.perf_counter() - started) * 1000
 
 
-def worst_case(engine: RuleInterpreter, context: JobContext) -> None:
+def worst_case(rules: RuleInterpreter, context: JobContext) -> None:
     """The slowest of the known adversarial prompts and of every vocabulary phrase repeated to the limit."""
     prompts = dict(ADVERSARIAL)
     for phrase in {phrase.text for phrase in build_vocabulary(context).phrases}:
         prompts[f"{phrase!r} repeated"] = (phrase * MAX_PROMPT_CHARS)[:MAX_PROMPT_CHARS]
-    times_ms = sorted(((_read_ms(engine, prompt), name) for name, prompt in prompts.items()), reverse=True)
+    times_ms = sorted(((_read_ms(rules, prompt), name) for name, prompt in prompts.items()), reverse=True)
     print(f"{len(prompts)} prompts of up to {MAX_PROMPT_CHARS} characters; slowest:")
     for took_ms, name in times_ms[:5]:
         print(f"  {took_ms:8.1f} ms  {name}")
@@ -53,16 +53,16 @@ def main() -> None:
     args = parser.parse_args()
     context = job_context(Settings())
     started = time.perf_counter()
-    engine = rule_interpreter(context)
+    rules = rule_interpreter(context)
     build_ms = (time.perf_counter() - started) * 1000
     if args.adversarial:
-        worst_case(engine, context)
+        worst_case(rules, context)
         return
     times_ms = []
     for _ in range(args.rounds):
         for prompt in PROMPTS:
             started = time.perf_counter()
-            engine.interpret_now(prompt)
+            rules.interpret_now(prompt)
             times_ms.append((time.perf_counter() - started) * 1000)
     times_ms.sort()
     p99 = times_ms[int(len(times_ms) * 0.99) - 1]

@@ -147,7 +147,7 @@ def _process(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _read_prompt(prompt: str, params: dict, context) -> tuple[str, dict]:
-    """The job a ``--prompt`` asks for (the rule engine), ``--params`` over its options; says what it understood."""
+    """The job a ``--prompt`` asks for (read by the rules), ``--params`` over its options; says what it understood."""
     from serve_app.instructions import rule_interpreter
 
     instruction = rule_interpreter(context).interpret_now(prompt)

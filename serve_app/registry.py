@@ -43,7 +43,7 @@ Fields of an entry:
     set on one step of a whole job (``idphoto-matte`` is a step of ``idphoto``): named ``<step_of>-<step>``, routed at
     ``POST /v1/<step_of>/<step>``, its orchestration ``STEPS[<step>]`` of ``serve_app/jobs/<step_of>_steps.py``
     (``parse`` and ``run`` as above). A step is a job everywhere else (async jobs, bucket routes, OpenAI model ids,
-    the instruction engine), but the web page offers whole jobs only, the rules pick a step only when the prompt
+    the instruction interpreters), but the web page offers whole jobs only, the rules pick a step only when the prompt
     names it (``只抠图``), and a key allowed the whole job may run its steps.
 """
 

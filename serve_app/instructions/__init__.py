@@ -45,10 +45,10 @@ def rule_interpreter(context: JobContext) -> RuleInterpreter:
 
 
 def build_interpreter(config: InstructionsConfig, context: JobContext) -> InstructionInterpreter:
-    """The interpreter ``config`` asks for (its answers say which read the prompt: ``engine`` ``rules``, ``llm``,
-    ``rules-fallback``); the language model always has the rules behind it."""
+    """The interpreter ``config`` asks for (its answers say which read the prompt, under the wire name ``engine``:
+    ``rules``, ``llm``, ``rules-fallback``); the language model always has the rules behind it."""
     vocabulary = build_vocabulary(context)
     rules = RuleInterpreter(vocabulary, context, config.rules_deadline_s)
-    if config.engine == "llm" and config.llm is not None:
+    if config.interpreter == "llm" and config.llm is not None:
         return LlmInterpreter(config.llm, rules, vocabulary, context)
     return rules

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ipaddress import IPv4Network, IPv6Network
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 RULES_DEADLINE_S = 2.0  # the worst 2000-character prompt reads in under 0.1 s (docs/BENCHMARKS.md)
 
@@ -33,11 +33,14 @@ class LlmOptions(BaseModel):
 
 
 class InstructionsConfig(BaseModel):
-    """The engine that reads prompts, and which remote images the OpenAI-compatible chat route may fetch."""
+    """The interpreter that reads prompts, and which remote images the OpenAI-compatible chat route may fetch.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    ``interpreter`` was called ``engine`` before; a YAML that still says ``engine: llm`` loads the same (but not both
+    keys at once). "Engine" is the image engine that ran a job (``X-Portrait-Engine``), a different thing."""
 
-    engine: Literal["rules", "llm"] = "rules"
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    interpreter: Literal["rules", "llm"] = Field("rules", validation_alias=AliasChoices("interpreter", "engine"))
     llm: LlmOptions | None = None
     # The rules read a prompt in a worker thread; past this the route answers 503 (they take milliseconds).
     rules_deadline_s: float = Field(RULES_DEADLINE_S, gt=0, le=30)
@@ -49,8 +52,15 @@ class InstructionsConfig(BaseModel):
     image_url_networks: tuple[IPv4Network | IPv6Network, ...] = ()
     image_fetch_timeout_s: float = Field(10.0, gt=0, le=120, description="one deadline for the whole fetch")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_name_for_the_interpreter(cls, data: object) -> object:
+        if isinstance(data, dict) and "interpreter" in data and "engine" in data:
+            raise ValueError("interpreter and engine (its old name) are one setting: write interpreter only")
+        return data
+
     @model_validator(mode="after")
     def _llm_needs_options(self) -> InstructionsConfig:
-        if self.engine == "llm" and self.llm is None:
-            raise ValueError("engine: llm needs an llm section (base_url, model)")
+        if self.interpreter == "llm" and self.llm is None:
+            raise ValueError("interpreter: llm needs an llm section (base_url, model)")
         return self

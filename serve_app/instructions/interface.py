@@ -36,11 +36,13 @@ class JobHint:
 
 @dataclass(frozen=True)
 class Instruction:
-    """One job, its validated params, which engine understood the prompt, and what it understood (for people)."""
+    """One job, its validated params, which interpreter understood the prompt, and what it understood (for people).
+
+    On the wire (``to_json``, ``InstructionOut``) the interpreter is still ``engine``: clients read that key."""
 
     task: str
     params: JobParams
-    engine: str
+    interpreter: str
     notes: tuple[str, ...] = ()
 
     def fields(self) -> dict[str, Any]:
@@ -48,7 +50,7 @@ class Instruction:
         return self.params.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
     def to_json(self) -> dict[str, Any]:
-        return {"task": self.task, "params": self.fields(), "engine": self.engine, "notes": list(self.notes)}
+        return {"task": self.task, "params": self.fields(), "engine": self.interpreter, "notes": list(self.notes)}
 
 
 class InstructionInterpreter(Protocol):

@@ -5,7 +5,8 @@ The JSON schema sent with the request is built from the same parameter models as
 and styles this service has as ``enum``s), so a structured-output server (vLLM's guided decoding) can only produce
 a well-formed answer; the answer is still validated here, because not every endpoint enforces the schema. Any
 failure (unreachable, an HTTP error, past ``timeout_s``, not JSON, params the job refuses, "unclear") falls back
-to the rule engine, and the answer's ``engine`` (``rules-fallback``) and first note say why.
+to the rule interpreter, and the answer's ``engine`` (the interpreter's wire name: ``rules-fallback``) and first note
+say why.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from serve_app.registry import JOB_ENTRIES
 
 logger = logging.getLogger(__name__)
 
-ENGINE = "llm"
-FALLBACK_ENGINE = "rules-fallback"
+INTERPRETER = "llm"
+FALLBACK_INTERPRETER = "rules-fallback"
 UNCLEAR = "unclear"
 _NOT_ASKED = ("return",)  # how the answer travels is the caller's choice, not the prompt's
 
@@ -41,7 +42,7 @@ class LlmFailure(Exception):
 
 
 class LlmInterpreter:
-    name = ENGINE
+    name = INTERPRETER
 
     def __init__(
         self, options: LlmOptions, rules: RuleInterpreter, vocabulary: Vocabulary, context: JobContext
@@ -64,7 +65,7 @@ class LlmInterpreter:
             fallback = await self._rules.interpret(text, hint)
         except InstructionUnclear as exc:
             raise InstructionUnclear(f"{exc.message} ({why})", details={**exc.details, "llm_error": reason}) from None
-        return dataclasses.replace(fallback, engine=FALLBACK_ENGINE, notes=(why, *fallback.notes))
+        return dataclasses.replace(fallback, interpreter=FALLBACK_INTERPRETER, notes=(why, *fallback.notes))
 
     def answer_schema(self, hint: JobHint | None = None) -> dict[str, Any]:
         """One object per job (``{"task": job, "params": {...}}``) or ``{"task": "unclear", "reason": "..."}``."""
@@ -195,7 +196,9 @@ class LlmInterpreter:
             validated = parse_job_params(task, fields, self._context)
         except InvalidParameter as exc:
             raise LlmFailure(f"the model's params are invalid: {exc.message}") from None
-        return Instruction(task=task, params=validated, engine=ENGINE, notes=(f"read by {self._options.model}",))
+        return Instruction(
+            task=task, params=validated, interpreter=INTERPRETER, notes=(f"read by {self._options.model}",)
+        )
 
     def _asked(self, task: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Leave out what a model fills in without being asked: values equal to the default, nulls, ``return``."""

@@ -26,7 +26,7 @@ from serve_app.instructions.vocabulary import Vocabulary, normalize
 from serve_app.jobs import JobContext, parse_job_params
 from serve_app.registry import JOB_ENTRIES
 
-ENGINE = "rules"
+INTERPRETER = "rules"
 _CN_DIGITS = {"一": 1, "二": 2, "两": 2, "俩": 2, "三": 3, "四": 4, "五": 5, "六": 6, "八": 8, "十": 10}
 # A number is matched from the start of its digit run only (``_RUN_START``), so a run of n digits costs O(n), not
 # O(n²) tries from each of its digits; with whitespace collapsed by ``normalize`` the patterns are linear-time.
@@ -78,7 +78,7 @@ class Finding:
 class RuleInterpreter:
     """Reads prompts with a :class:`Vocabulary`; ``interpret_now`` is the synchronous form (start-up, the CLI)."""
 
-    name = ENGINE
+    name = INTERPRETER
 
     def __init__(self, vocabulary: Vocabulary, context: JobContext, deadline_s: float = RULES_DEADLINE_S) -> None:
         self._vocabulary = vocabulary
@@ -102,7 +102,7 @@ class RuleInterpreter:
                 f"understood job {task} with {fields}, which it refuses: {exc.message}",
                 details={**exc.details, "task": task, "params": fields, "notes": notes},
             ) from None
-        return Instruction(task=task, params=params, engine=ENGINE, notes=tuple(notes))
+        return Instruction(task=task, params=params, interpreter=INTERPRETER, notes=tuple(notes))
 
     def _proposals(self, text: str) -> list[Finding]:
         vocabulary = self._vocabulary

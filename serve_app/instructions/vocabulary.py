@@ -1,5 +1,5 @@
-"""What the rule engine can recognise, built from data: the job registry's parameter models, the ID-photo presets and
-cartoon styles of the ``JobContext``, and the phrase list ``lexicon.yaml``.
+"""What the rule interpreter can recognise, built from data: the job registry's parameter models, the ID-photo
+presets and cartoon styles of the ``JobContext``, and the phrase list ``lexicon.yaml``.
 
 Nothing here lists a preset, a style or a model by name: a preset added to ``configs/id_specs.yaml``, a style added
 to the manifest or a model added to ``RestoreParams.model`` is recognised by its own name with no code change, and a

@@ -14,7 +14,7 @@ const state = {
   styles: [],
   stylesError: null,
   health: null, // {body} from /healthz (whatever its status code), or {error}
-  instruction: null, // the last answer of the instruction box: {ok, task, filled, notes, engine} or {ok: false, error}
+  instruction: null, // the last answer of the instruction box: {ok, task, filled, notes, interpreter} or {ok: false, error}
   instructionBusy: false,
   formStatus: null, // {key, job, vars}
   videoJobs: [], // the jobs that take a video (GET /v1/tasks: frames)

@@ -17,8 +17,9 @@ async function interpret() {
   });
   if (answer.ok) {
     await state.ready; // the standards and styles must be in their selects before one is chosen
-    const { task, params, engine, notes } = answer.body;
-    state.instruction = { ok: true, task, engine, notes, filled: fillJob(task, params) };
+    // ``engine``: the answer's wire name for the interpreter that read the prompt (rules, llm, rules-fallback).
+    const { task, params, engine: interpreter, notes } = answer.body;
+    state.instruction = { ok: true, task, interpreter, notes, filled: fillJob(task, params) };
   } else {
     state.instruction = { ok: false, error: answer };
   }
@@ -58,10 +59,10 @@ function renderInstruction() {
     entry.textContent = note;
     return entry;
   }));
-  const engine = tOr(`instruction.engine.${outcome.engine}`, outcome.engine);
+  const interpreter = tOr(`instruction.interpreter.${outcome.interpreter}`, outcome.interpreter);
   box.replaceChildren(
     paragraph([document.createTextNode(summary)]),
-    paragraph([document.createTextNode(t("instruction.notes", { engine }))], "instruction-notes-label"),
+    paragraph([document.createTextNode(t("instruction.notes", { interpreter }))], "instruction-notes-label"),
     notes,
   );
 }

@@ -1,4 +1,4 @@
-"""Fixtures of the plain-language tests: the rule engine on the shipped presets, the API on the real engines
+"""Fixtures of the plain-language tests: the rule interpreter on the shipped presets, the API on the real engines
 in-process, a fake OpenAI-compatible chat server, a photo server for image URLs."""
 
 from __future__ import annotations

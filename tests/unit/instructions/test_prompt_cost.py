@@ -48,7 +48,7 @@ def test_adversarial_prompts_get_their_answer(rules, prompt):
 
 
 def test_the_rules_read_off_the_event_loop_and_give_up_at_their_deadline(job_ctx, monkeypatch):
-    engine = RuleInterpreter(build_vocabulary(job_ctx), job_ctx, deadline_s=0.2)
+    rules = RuleInterpreter(build_vocabulary(job_ctx), job_ctx, deadline_s=0.2)
     loop_turned, released = threading.Event(), threading.Event()
     seen: list[bool] = []
 
@@ -56,10 +56,10 @@ def test_the_rules_read_off_the_event_loop_and_give_up_at_their_deadline(job_ctx
         seen.append(loop_turned.wait(2))  # true only when the loop ran on while this was reading
         released.wait(2)
 
-    monkeypatch.setattr(engine, "interpret_now", held)
+    monkeypatch.setattr(rules, "interpret_now", held)
 
     async def scenario():
-        reading = asyncio.ensure_future(engine.interpret("蓝底一寸证件照"))
+        reading = asyncio.ensure_future(rules.interpret("蓝底一寸证件照"))
         await asyncio.sleep(0.05)
         loop_turned.set()
         try:

@@ -1,4 +1,4 @@
-"""The rule engine: how people write requests (Chinese and English) → one job with params its own model accepts;
+"""The rule interpreter: how people write requests (Chinese and English) → one job with params its own model accepts;
 requests that name no job, or several, are refused rather than guessed."""
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def test_the_table_is_large_and_half_chinese():
 def test_a_phrasing_maps_to_its_job_and_params(rules, job_ctx, prompt, task, params):
     instruction = rules.interpret_now(prompt)
     assert (instruction.task, instruction.fields()) == (task, params)
-    assert instruction.engine == "rules"
+    assert instruction.interpreter == "rules"
     # What the answer says validates again, unchanged, through the job's own model (what POST /v1/{task} does).
     assert parse_job_params(task, instruction.fields(), job_ctx) == instruction.params
 
@@ -212,9 +212,9 @@ def test_a_preset_added_to_the_standards_is_recognised_by_its_names(job_ctx):
     base = job_ctx.id_specs["cn-1inch"]
     extra = dataclasses.replace(base, slug="xx-club-card", name="俱乐部卡", name_en="Club card", aliases=("会员卡",))
     context = dataclasses.replace(job_ctx, id_specs={**job_ctx.id_specs, "xx-club-card": extra})
-    engine = rule_interpreter(context)
-    assert engine.interpret_now("会员卡照片 白底").fields() == {"spec": "xx-club-card", "background": WHITE}
-    assert engine.interpret_now("club card photo").fields() == {"spec": "xx-club-card"}
+    rules = rule_interpreter(context)
+    assert rules.interpret_now("会员卡照片 白底").fields() == {"spec": "xx-club-card", "background": WHITE}
+    assert rules.interpret_now("club card photo").fields() == {"spec": "xx-club-card"}
 
 
 def test_a_model_added_to_the_params_model_appears_in_the_vocabulary(job_ctx):
@@ -262,7 +262,7 @@ def test_a_job_in_the_lexicon_that_the_registry_lacks_fails_loudly(job_ctx):
 
 
 def test_the_shipped_presets_all_have_a_chinese_name_people_can_write(job_ctx):
-    engine = rule_interpreter(job_ctx)
+    rules = rule_interpreter(job_ctx)
     for slug, spec in job_ctx.id_specs.items():
         assert isinstance(spec, IdSpec)
-        assert engine.interpret_now(f"{spec.name}证件照").fields()["spec"] == slug
+        assert rules.interpret_now(f"{spec.name}证件照").fields()["spec"] == slug

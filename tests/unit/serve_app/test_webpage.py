@@ -16,6 +16,9 @@ from fastapi.testclient import TestClient
 
 from deployments.idphoto.params import NAMED_COLOURS, TRANSPARENT
 from deployments.restore.params import CODEFORMER_DEFAULT_FIDELITY
+from serve_app.instructions.llm import FALLBACK_INTERPRETER
+from serve_app.instructions.llm import INTERPRETER as LLM
+from serve_app.instructions.rules import INTERPRETER as RULES
 from serve_app.instructions.vocabulary import enum_values
 from serve_app.jobs import job_context, parse_job_params
 from serve_app.registry import JOB_NAMES, WHOLE_JOBS, job_entry
@@ -182,9 +185,10 @@ def test_every_key_the_page_uses_is_in_both_tables(tables, page):
     used_in_script = {key for key in literals if key.split(".")[0] in namespaces}
     assert used_in_script, "the scripts name no key"
     assert not (page.keys | used_in_script) - set(known)
-    # Keys the scripts build from names: jobs, colours, restoration models.
+    # Keys the scripts build from names: jobs, colours, restoration models, the interpreters an instruction names.
     assert {f"job.{task}" for task in WHOLE_JOBS} <= set(known)
     assert {f"colour.{name}" for name in [*NAMED_COLOURS, TRANSPARENT]} <= set(known)
+    assert {f"instruction.interpreter.{name}" for name in (RULES, LLM, FALLBACK_INTERPRETER)} <= set(known)
 
 
 def test_the_named_colours_are_the_services():
