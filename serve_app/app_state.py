@@ -1,14 +1,28 @@
-"""What every route reads from the app: the backend the caller attached, the settings (``app.state``) and the
-deployments' health reports, shared through one cache."""
+"""What the routes read from the app (``app.state``), each through one typed accessor here, never a bare
+``getattr``: the backend the caller attached, the settings, the API keys' gate, how prompts are read (and the
+interpreter built from it, once), and the deployments' health reports, shared through one cache.
 
-from typing import Any
+The ingress (``serve_app/ingress.py``) and the tests attach them; ``create_api`` attaches the default of
+``instructions``. Still read elsewhere, for a later pass: ``event_sink`` (``runner/triggers/webhook.py``) and ``jobs``
+(``jobs_api/routes.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
+from starlette.applications import Starlette
 
 from deployments.common.errors import ServiceError
 from serve_app.backend import Backend
 from serve_app.health import HealthCache
 from serve_app.settings import Settings, get_settings
+
+if TYPE_CHECKING:  # types only: these packages read the app's state through this module
+    from serve_app.auth.guard import Gate
+    from serve_app.instructions import InstructionInterpreter, InstructionsConfig
 
 
 class ServiceStarting(ServiceError):
@@ -27,6 +41,26 @@ def backend_of(request: Request) -> Backend:
 
 def settings_of(request: Request) -> Settings:
     return getattr(request.app.state, "settings", None) or get_settings()
+
+
+def gate_of(app: Starlette) -> Gate | None:
+    """The API keys and their limiter (``request.app``, or ``scope["app"]`` in a middleware); None without keys."""
+    return getattr(app.state, "gate", None)
+
+
+def instructions_of(request: Request) -> InstructionsConfig:
+    """How prompts are read: the Serve YAML's ``args.instructions`` (``create_api`` attaches the defaults)."""
+    return request.app.state.instructions
+
+
+def instruction_interpreter_of(
+    request: Request, build: Callable[[InstructionsConfig], InstructionInterpreter]
+) -> InstructionInterpreter:
+    """The interpreter ``build`` makes from ``instructions_of(request)``: built on the first call, kept on the app."""
+    interpreter = getattr(request.app.state, "instruction_interpreter", None)
+    if interpreter is None:
+        interpreter = request.app.state.instruction_interpreter = build(instructions_of(request))
+    return interpreter
 
 
 async def health_reports(request: Request) -> dict[str, dict[str, Any]]:

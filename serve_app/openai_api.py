@@ -27,11 +27,11 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from deployments.cartoon.styles import cartoon_styles
 from deployments.common.errors import InvalidParameter
 from deployments.common.weights import ModelSpec
-from serve_app.app_state import backend_of, settings_of
+from serve_app.app_state import backend_of, instruction_interpreter_of, instructions_of, settings_of
 from serve_app.byte_caps import media_caps
 from serve_app.chat_messages import image_from_url, read_chat_request, text_and_image_url
 from serve_app.deadlines import within_request_timeout
-from serve_app.instructions import Instruction, InstructionInterpreter, InstructionsConfig, JobHint, build_interpreter
+from serve_app.instructions import Instruction, InstructionInterpreter, JobHint, build_interpreter
 from serve_app.instructions.vocabulary import enum_values
 from serve_app.jobs import JobContext, job_context, parse_job_params, run_job
 from serve_app.jobs.results import JobResult
@@ -60,16 +60,9 @@ CREATED = int(time.time())  # when this process started: the "created" of every 
 # --- the instruction interpreter, one per app -----------------------------------------------------------------------
 
 
-def _config(request: Request) -> InstructionsConfig:
-    return getattr(request.app.state, "instructions", None) or InstructionsConfig()
-
-
 def _interpreter(request: Request, context: JobContext) -> InstructionInterpreter:
-    """Built once per app from ``app.state.instructions`` (the Serve YAML's ``args.instructions``)."""
-    interpreter = getattr(request.app.state, "instruction_interpreter", None)
-    if interpreter is None:
-        interpreter = request.app.state.instruction_interpreter = build_interpreter(_config(request), context)
-    return interpreter
+    """Built once per app from the Serve YAML's ``args.instructions``."""
+    return instruction_interpreter_of(request, lambda config: build_interpreter(config, context))
 
 
 # --- models ---------------------------------------------------------------------------------------------------------
@@ -248,7 +241,7 @@ async def chat_completions(request: Request) -> Response:
             "no photo: add an image_url part (data:image/jpeg;base64,...) to the user message",
             details=IN_MESSAGES,
         )
-    image = await image_from_url(image_url, _config(request), media_caps(settings.max_image_bytes, None))
+    image = await image_from_url(image_url, instructions_of(request), media_caps(settings.max_image_bytes, None))
     instruction, result = await _run_prompt(request, prompt, image, body.model)
     summary = _summary(prompt, instruction, result)
     content = f"![result]({_data_url(result.body, result.media_type)})\n\n{summary}"

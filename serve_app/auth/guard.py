@@ -1,6 +1,6 @@
 """The key guard: one ASGI middleware in front of every route, so a route added later is covered without a line.
 
-With keys configured (``app.state.gate``), every path under ``/v1/`` and ``/api/`` (the job routes, the
+With keys configured (``app_state.gate_of``), every path under ``/v1/`` and ``/api/`` (the job routes, the
 OpenAI-compatible routes, the jobs API and the page's calls) and HivisionIDPhotos' paths (``/idphoto``...)
 needs ``Authorization: Bearer <key>`` or ``X-API-Key``:
 401 ``unauthorized`` without one, 429 ``rate_limited``/``quota_exceeded`` with ``Retry-After`` over the key's limits.
@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deployments.common.errors import PortraitError
+from serve_app.app_state import gate_of
 from serve_app.auth.caller import acting_as, current_key
 from serve_app.auth.errors import QuotaExceeded, RateLimited, Unauthorized
 from serve_app.auth.keys import ApiKey, KeyRing
@@ -49,7 +50,7 @@ def install_key_guard(api: FastAPI) -> None:
 
 def shows_details(request: Request) -> bool:
     """Whether an open route may answer in full: no keys configured, or the request carries a valid key."""
-    gate: Gate | None = getattr(request.app.state, "gate", None)
+    gate = gate_of(request.app)
     return gate is None or not len(gate.keys) or current_key() is not None
 
 
@@ -78,7 +79,7 @@ class KeyGuard:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        gate: Gate | None = getattr(scope["app"].state, "gate", None) if scope["type"] == "http" else None
+        gate = gate_of(scope["app"]) if scope["type"] == "http" else None
         if gate is None or not len(gate.keys):
             await self.app(scope, receive, send)
             return

@@ -4,9 +4,9 @@ FastAPI resolves the route annotations at run time.)"""
 from fastapi import APIRouter, Request
 from pydantic import BaseModel
 
+from serve_app.app_state import gate_of
 from serve_app.auth.caller import current_key
 from serve_app.auth.errors import NoKeys
-from serve_app.auth.guard import Gate
 from serve_app.schemas import ErrorOut
 
 router = APIRouter(tags=["keys"])
@@ -27,7 +27,7 @@ class UsageOut(BaseModel):
 @router.get("/v1/usage", response_model=UsageOut, responses={401: {"model": ErrorOut}, 404: {"model": ErrorOut}})
 async def usage(request: Request) -> UsageOut:
     """The calling key's limits and today's jobs (404 when the service runs without keys)."""
-    gate: Gate | None = getattr(request.app.state, "gate", None)
+    gate = gate_of(request.app)
     key = current_key()
     if gate is None or key is None:
         raise NoKeys("this service runs without API keys: there is no usage to show")

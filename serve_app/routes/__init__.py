@@ -7,6 +7,7 @@ from serve_app import __version__
 from serve_app.auth import install_key_guard
 from serve_app.auth.routes import router as usage_routes
 from serve_app.errors import install_error_handlers
+from serve_app.instructions import InstructionsConfig
 from serve_app.jobs_api.routes import router as async_job_routes
 from serve_app.openai_api import router as plain_language_routes
 from serve_app.routes.catalog import router as catalog_routes
@@ -18,7 +19,8 @@ from serve_app.webpage import install_web_page
 
 
 def create_api() -> FastAPI:
-    """Build the API; the caller attaches ``app.state.backend`` (and optionally ``app.state.settings``)."""
+    """Build the API; the caller attaches ``app.state.backend`` (and optionally the settings, the key gate and the
+    instructions config, whose default is attached here): ``serve_app.app_state`` reads them."""
     api = FastAPI(
         title="portrait-serve",
         version=__version__,
@@ -28,6 +30,7 @@ def create_api() -> FastAPI:
             "plain-language and OpenAI-compatible requests, HivisionIDPhotos' API and bucket events."
         ),
     )
+    api.state.instructions = InstructionsConfig()
     install_error_handlers(api)
     install_key_guard(api)  # API keys, when configured: before any route
     install_event_routes(api)

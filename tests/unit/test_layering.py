@@ -40,8 +40,22 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _run_time_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of ``tree`` but those under ``if TYPE_CHECKING:`` (imports for annotations only never run)."""
+    nodes, todo = [], [tree]
+    while todo:
+        node = todo.pop()
+        nodes.append(node)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            todo.extend(node.orelse)
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+    return nodes
+
+
 def _import_graph(packages: tuple[str, ...]) -> dict[str, set[str]]:
-    """Each module of ``packages`` and the modules of ours it imports, at its top or inside a function."""
+    """Each module of ``packages`` and the modules of ours it imports when it runs: at its top or inside a function
+    (not for annotations only, under ``TYPE_CHECKING``)."""
     paths = {_module_name(path): path for package in packages for path in (REPO_ROOT / package).rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in paths.items():
