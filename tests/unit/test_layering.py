@@ -60,7 +60,7 @@ def _import_graph(packages: tuple[str, ...]) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in paths.items():
         imported: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _run_time_nodes(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 imported.update({node.module, *(f"{node.module}.{alias.name}" for alias in node.names)})
             elif isinstance(node, ast.Import):
