@@ -19,6 +19,12 @@ class JobParams(BaseModel):
         "image", alias="return", description="the image bytes, or JSON with metadata"
     )
 
+    @classmethod
+    def options_of_model(cls, model: str) -> tuple[str, ...]:
+        """The options only some values of the job's ``model`` option read, for ``model`` (a restorer's
+        ``fidelity``); none by default. ``GET /v1/tasks`` lists them per model, so the page shows their controls."""
+        return ()
+
 
 def parse_params(model: type[JobParams], fields: Mapping[str, Any], *, context: Any = None) -> JobParams:
     """Validate raw fields (strings from a form are coerced; empty ones mean "default") into ``model``, or raise one

@@ -12,6 +12,7 @@ from deployments.common.params import JobParams
 from deployments.common.settings import get_model_settings
 from deployments.common.weights import ModelSpec, load_manifest
 
+from deployments.restore.architecture import declared_traits
 FACE_RESTORATION = "face_restoration"  # the manifest task of a face restorer
 
 
@@ -29,7 +30,10 @@ def restorer_deployment(spec: ModelSpec) -> str:
 
 # Every restorer the service offers (the ``model`` option's choices), read from the manifest once, at import: a
 # restorer added there is offered with no code change. Which of them run is the Serve YAML's ``args.restore_models``.
-RESTORE_MODELS = tuple(spec.name for spec in restorer_specs(load_manifest(get_model_settings().models_manifest)))
+_RESTORERS = restorer_specs(load_manifest(get_model_settings().models_manifest))
+RESTORE_MODELS = tuple(spec.name for spec in _RESTORERS)
+# The restorers that read ``fidelity``: their architecture says so (``Architecture.takes_fidelity``, CodeFormer's w).
+FIDELITY_MODELS = tuple(spec.name for spec in _RESTORERS if declared_traits(spec).get("takes_fidelity", False))
 CODEFORMER_DEFAULT_FIDELITY = 0.5  # the official inference_codeformer.py default (-w 0.5)
 
 
@@ -41,7 +45,8 @@ class RestoreParams(JobParams):
         None,
         ge=0.0,
         le=1.0,
-        description="CodeFormer only: 0 = most enhancement, 1 = most faithful to the input (default 0.5)",
+        description=f"{', '.join(FIDELITY_MODELS)} only: 0 = most enhancement, 1 = most faithful to the input "
+        f"(default {CODEFORMER_DEFAULT_FIDELITY})",
     )
     upscale: Literal[1, 2, 4] = Field(1, description="whole-image upscale factor")
     bg_upsampler: Literal["realesrgan", "lanczos"] | None = Field(
@@ -70,13 +75,18 @@ class RestoreParams(JobParams):
         return int(value) if isinstance(value, str) and value.strip().isdigit() else value
 
     @model_validator(mode="after")
-    def _fidelity_is_codeformers(self) -> RestoreParams:
-        if self.fidelity is not None and self.model not in ("codeformer", None):
-            raise ValueError(f"fidelity applies to model codeformer only, not {self.model}")
+    def _fidelity_is_for_the_models_that_read_it(self) -> RestoreParams:
+        if self.fidelity is not None and self.model is not None and "fidelity" not in self.options_of_model(self.model):
+            raise ValueError(f"fidelity applies to model {' or '.join(FIDELITY_MODELS)} only, not {self.model}")
         return self
 
     def fidelity_for(self, model: str) -> float:
-        """The fidelity weight a restorer of ``model`` gets (only CodeFormer reads it)."""
-        if model == "codeformer":
-            return CODEFORMER_DEFAULT_FIDELITY if self.fidelity is None else self.fidelity
+        """The fidelity weight a restorer of ``model`` gets (only the ``FIDELITY_MODELS`` read it)."""
+        if self.fidelity is not None and model in FIDELITY_MODELS:
+            return self.fidelity
         return CODEFORMER_DEFAULT_FIDELITY
+    @classmethod
+    def options_of_model(cls, model: str) -> tuple[str, ...]:
+        """``fidelity`` for a restorer whose architecture reads it."""
+        return ("fidelity",) if model in FIDELITY_MODELS else ()
+

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 
 from deployments.cartoon.types import CARTOON_DEPLOYMENTS
 from serve_app.app_state import health_reports, settings_of
+from serve_app.instructions.vocabulary import enum_values
 from serve_app.jobs import job_context
 from serve_app.openai_api import openai_model_list
 from serve_app.registry import JOB_ENTRIES
@@ -17,9 +18,11 @@ router = APIRouter()
 
 @router.get("/v1/tasks", tags=["jobs"])
 async def list_tasks() -> dict:
-    """Every job (the registry): its synchronous route, its names in English and Chinese, whether it takes a
-    video (``frames``: frame by frame through ``POST /v1/jobs`` or a bucket route, into ``video/mp4``) and the whole
-    job it is a step of (``step_of``: ``idphoto-matte`` of ``idphoto``; null for a whole job)."""
+    """Every job (the registry): its synchronous route, its names in English and Chinese (what the web page shows),
+    whether it takes a video (``frames``: frame by frame through ``POST /v1/jobs`` or a bucket route, into
+    ``video/mp4``), the whole job it is a step of (``step_of``: ``idphoto-matte`` of ``idphoto``; null for a whole
+    job) and the values of its ``model`` option in the order of preference (``models``), each with the options only
+    it reads (``options``: CodeFormer's ``fidelity``)."""
     return {
         "tasks": [
             {
@@ -28,6 +31,10 @@ async def list_tasks() -> dict:
                 "title": dict(zip(("en", "zh"), entry.title)),
                 "frames": entry.frames,
                 "step_of": entry.step_of,
+                "models": [
+                    {"name": model, "options": list(entry.params_model.options_of_model(model))}
+                    for model in enum_values(entry.params_model, "model")
+                ],
             }
             for entry in JOB_ENTRIES
         ]

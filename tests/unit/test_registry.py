@@ -3,6 +3,7 @@ is derived from them or held to them here (the page, the lexicon, the Serve YAML
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -15,8 +16,14 @@ from ray.serve._private.build_app import build_app as build_serve_app
 from deployments.common.errors import ModelUnavailable
 from deployments.common.image import MEDIA_TYPES
 from deployments.common.weights import ModelSpec, load_manifest
-from deployments.restore.architecture import Architecture, restorer_architecture
-from deployments.restore.params import RESTORE_MODELS, RestoreParams, restorer_deployment, restorer_specs
+from deployments.restore.architecture import Architecture, declared_traits, restorer_architecture
+from deployments.restore.params import (
+    FIDELITY_MODELS,
+    RESTORE_MODELS,
+    RestoreParams,
+    restorer_deployment,
+    restorer_specs,
+)
 from serve_app.app import AppArgs, build_app
 from serve_app.instructions import InstructionUnclear, LlmInterpreter, LlmOptions, RuleInterpreter
 from serve_app.instructions.vocabulary import build_vocabulary, enum_values, load_lexicon
@@ -134,7 +141,7 @@ def test_the_restorers_offered_are_the_manifests_in_its_order(manifest):
     assert RESTORE_MODELS == tuple(spec.name for spec in restorers)
     assert enum_values(RestoreParams, "model") == RESTORE_MODELS
     assert AppArgs().restore_models == list(RESTORE_MODELS)
-    cards = openai_model_list(manifest, job_context(Settings()))["data"]  # what the web page offers, in order
+    cards = openai_model_list(manifest, job_context(Settings()))["data"]
     assert [card["id"] for card in cards if card["task"] == "restore" and card["params"]] == list(RESTORE_MODELS)
 
 
@@ -151,6 +158,26 @@ def test_a_model_that_is_not_a_face_restorer_is_refused(manifest):
         restorer_architecture(manifest["realesrgan-x4plus"])
     with pytest.raises(ModelUnavailable, match="names no deployment"):
         restorer_deployment(ModelSpec("x", "face_restoration", "gpen", "gpen", "x.pth", "https://x", "MIT"))
+    tasks = TestClient(create_api()).get("/v1/tasks").json()["tasks"]  # what the web page offers, in order
+    assert [model["name"] for model in tasks[0]["models"]] == list(RESTORE_MODELS) and tasks[0]["name"] == "restore"
+
+
+def test_the_restorers_that_take_fidelity_are_the_ones_whose_architecture_says_so(manifest):
+    """The options side reads ``RESTORER``'s declaration from source (no torch in the ingress): the same traits as
+    the imported ``Architecture``; the fidelity option and the page's slider follow them."""
+    for spec in restorer_specs(manifest):
+        architecture = restorer_architecture(spec)
+        declared = {name: getattr(architecture, name) for name in declared_traits(spec)}
+        assert declared == {
+            field.name: getattr(architecture, field.name)
+            for field in dataclasses.fields(Architecture)
+            if field.name != "load" and getattr(architecture, field.name) != field.default
+        }, spec.name
+        takes = architecture.takes_fidelity
+        assert (spec.name in FIDELITY_MODELS, RestoreParams.options_of_model(spec.name)) == (
+            takes,
+            ("fidelity",) * takes,
+        )
 
 
 def test_the_shipped_serve_yamls_list_each_restorer_under_its_manifest_deployment_name(manifest):

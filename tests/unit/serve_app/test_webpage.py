@@ -259,3 +259,10 @@ def test_the_task_list_tells_the_page_which_jobs_take_a_video(client):
     }
     assert [task["name"] for task in tasks if task["frames"]] == ["restore", "cartoon"]
     assert [task["name"] for task in tasks if task["step_of"] is None] == list(WHOLE_JOBS)
+        "models": [
+            {"name": "gfpgan-v1.4", "options": []},
+            {"name": "codeformer", "options": ["fidelity"]},
+            {"name": "gpen-bfr-512", "options": []},
+            {"name": "gpen-bfr-256", "options": []},
+        ],
+        "models": [],
