@@ -4,7 +4,7 @@
     .venv/bin/python bench/bench_bucket.py --photos 200 --url http://127.0.0.1:8000 \\
         --inbox ./buckets/in --outbox ./buckets/out --token "$PORTRAIT_EVENTS_TOKEN"   # through a running Serve app
 
-In-process (the default) runs the runner core (``BucketWorker``) over a local folder with ``LocalBackend``:
+In-process (the default) runs the runner core (``BucketWorker``) over a local folder with ``in_process_backend``:
 
 - ``burst``: all events at once (a bulk upload): objects/s, and latency including the wait for a slot;
 - ``paced``: events at half the burst rate (steady uploads): latency close to one object's own time.
@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from deployments.common.image import encode_image  # noqa: E402
 from serve_app.jobs import job_context  # noqa: E402
-from serve_app.local_backend import LocalBackend  # noqa: E402
+from serve_app.local_backend import in_process_backend  # noqa: E402
 from serve_app.runner.outcomes import ObjectOutcome, Status  # noqa: E402
 from serve_app.runner.routing import build_routing_table  # noqa: E402
 from serve_app.runner.triggers.events import ObjectEvent  # noqa: E402
@@ -84,7 +84,7 @@ async def run_in_process(folder: Path, photos: list[bytes], task: str, concurren
         latencies.append(time.perf_counter() - submitted[outcome.key])
         statuses.append(outcome.status)
 
-    backend = LocalBackend(settings.open_model_store())
+    backend = in_process_backend(settings.open_model_store())
     worker = BucketWorker(
         table, job_executor(backend, context), context, max_concurrency=concurrency, on_outcome=finished
     )

@@ -37,12 +37,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from deployments.colorize.ddcolor import build_ddcolor  # noqa: E402
 from deployments.colorize.pipeline import gray_input, join_color  # noqa: E402
-from deployments.colorize.types import ColorizeJob  # noqa: E402
+from deployments.colorize.types import PhotoToColorize  # noqa: E402
 from deployments.common.image import decode_image, encode_image  # noqa: E402
 from deployments.common.weights import ModelStore, load_manifest  # noqa: E402
 from deployments.restore.codeformer import build_codeformer  # noqa: E402
+from serve_app.backend import Backend  # noqa: E402
 from serve_app.jobs import job_context, parse_job_params, run_job  # noqa: E402
-from serve_app.local_backend import LocalBackend  # noqa: E402
+from serve_app.local_backend import in_process_backend  # noqa: E402
 from serve_app.settings import Settings  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -83,15 +84,15 @@ def gray_photos(eval_dir: Path) -> dict[str, np.ndarray]:
     return {name: cv2.cvtColor(cv2.cvtColor(p, cv2.COLOR_RGB2GRAY), cv2.COLOR_GRAY2RGB) for name, p in photos.items()}
 
 
-async def restore(backend: LocalBackend, rgb: np.ndarray, model: str, colorize: str) -> np.ndarray:
+async def restore(backend: Backend, rgb: np.ndarray, model: str, colorize: str) -> np.ndarray:
     context = job_context(Settings())
     params = parse_job_params("restore", {"model": model, "colorize": colorize, "format": "png"}, context)
     result = await run_job(backend, "restore", encode_image(rgb, "png"), params, context)
     return decode_image(result.body).rgb
 
 
-async def colorize(backend: LocalBackend, rgb: np.ndarray) -> np.ndarray:
-    predicted = await backend.colorize(ColorizeJob(gray_input(rgb), COLORIZER))
+async def colorize(backend: Backend, rgb: np.ndarray) -> np.ndarray:
+    predicted = await backend.colorize(PhotoToColorize(gray_input(rgb), COLORIZER))
     return join_color(rgb, predicted.ab)
 
 
@@ -99,7 +100,7 @@ def lab(rgb: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(rgb.astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab)
 
 
-async def measure(backend: LocalBackend, name: str, photo: np.ndarray, model: str) -> list[str]:
+async def measure(backend: Backend, name: str, photo: np.ndarray, model: str) -> list[str]:
     boxes = [face.box for face in await backend.analyze_faces(photo)]
     restored_gray = await restore(backend, photo, model, "false")
     start = time.perf_counter()
@@ -129,7 +130,7 @@ async def measure(backend: LocalBackend, name: str, photo: np.ndarray, model: st
 
 async def main_async(eval_dir: Path, restorers: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="colorize_order_") as tmp:
-        backend = LocalBackend(make_store(Path(tmp) / "models"), restore_models=("gfpgan-v1.4", "codeformer"))
+        backend = in_process_backend(make_store(Path(tmp) / "models"), restore_models=("gfpgan-v1.4", "codeformer"))
         print("| photo | faces | restorer | order | face mean Δab vs DDColor | face mean ΔL vs restored | s |")
         print("|---|---|---|---|---|---|---|")
         for name, photo in gray_photos(eval_dir).items():

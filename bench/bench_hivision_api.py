@@ -23,7 +23,7 @@ from bench_idphoto import percentile, portrait_jpeg  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from deployments.common.weights import ModelStore, load_manifest  # noqa: E402
-from serve_app.local_backend import LocalBackend  # noqa: E402
+from serve_app.local_backend import in_process_backend  # noqa: E402
 from serve_app.routes import create_api  # noqa: E402
 from serve_app.settings import Settings  # noqa: E402
 
@@ -42,7 +42,8 @@ def main() -> None:
     args = parser.parse_args()
     data, name = portrait_jpeg(args.image)
     app = create_api()
-    app.state.backend = LocalBackend(ModelStore(args.models, load_manifest(REPO_ROOT / "configs" / "models.yaml")))
+    manifest = load_manifest(REPO_ROOT / "configs" / "models.yaml")
+    app.state.backend = in_process_backend(ModelStore(args.models, manifest))
     app.state.settings = Settings()
     client = TestClient(app)
     results = {"image": name, "repeats": args.repeats}

@@ -1,8 +1,8 @@
 """Video on this CPU: frames/s per job (the classic engines, the built-in models), the jitter of the pasted face's
 eye positions with and without the tracker's smoothing, and the peak memory of a 10 s and a 40 s clip.
 
-Each measurement runs in-process through ``deployments/video/pipeline.py`` with ``LocalBackend`` (no Serve), on the
-test clip: the astronaut's face crossing and zooming over a textured background, a 440 Hz tone.
+Each measurement runs in-process through ``deployments/video/pipeline.py`` with ``in_process_backend`` (no Serve),
+on the test clip: the astronaut's face crossing and zooming over a textured background, a 440 Hz tone.
 
     python bench/bench_video.py fps --seconds 4
     python bench/bench_video.py fps --neural --seconds 1 --width 160 --height 120   # GFPGAN v1.4, random weights
@@ -34,19 +34,20 @@ from deployments.common.weights import ModelStore, load_manifest  # noqa: E402
 from deployments.video.pipeline import FolderChunkStore, transcode_video  # noqa: E402
 from deployments.video.probe import probe_video  # noqa: E402
 from deployments.video.tracking import TrackingOptions  # noqa: E402
+from serve_app.backend import Backend  # noqa: E402
 from serve_app.jobs import job_context, parse_job_params  # noqa: E402
-from serve_app.local_backend import LocalBackend  # noqa: E402
+from serve_app.local_backend import in_process_backend  # noqa: E402
 from serve_app.settings import Settings  # noqa: E402
 from tests.unit.video.clips import make_clip  # noqa: E402
 
 
-def _backend(neural_in: Path | None = None) -> LocalBackend:
+def _backend(neural_in: Path | None = None) -> Backend:
     """The built-in models; with ``neural_in``, a store there beside them holding GFPGAN v1.4 of the official
     architecture and size with random weights (the time of a forward pass does not depend on the weights)."""
     settings = Settings()
     manifest = load_manifest(settings.models_manifest)
     if neural_in is None:
-        return LocalBackend(ModelStore(settings.model_store, manifest))
+        return in_process_backend(ModelStore(settings.model_store, manifest))
     import torch
 
     from deployments.restore.gfpgan import GfpganConfig, build_gfpgan
@@ -57,7 +58,7 @@ def _backend(neural_in: Path | None = None) -> LocalBackend:
     spec = manifest["gfpgan-v1.4"]
     torch.save({"params_ema": build_gfpgan(GfpganConfig()).state_dict()}, neural_in / spec.file)
     manifest = {**manifest, spec.name: replace(spec, sha256=None, size_bytes=None)}  # random weights: not the pin
-    return LocalBackend(ModelStore(str(neural_in), manifest), restore_models=[spec.name])
+    return in_process_backend(ModelStore(str(neural_in), manifest), restore_models=[spec.name])
 
 
 def _run(task: str, clip: Path, work: Path, backend, tracking: TrackingOptions | None = None, record=None):

@@ -1,5 +1,6 @@
 """Peak memory of the largest request each job admits (``deployments/common/admission.py``), on the CPU, each request
-in a fresh process: the in-process engines (``LocalBackend``), so decode, analysis, compositing and encoding all count.
+in a fresh process: the in-process stages (``in_process_backend``), so decode, analysis, compositing and encoding all
+count.
 
 What the caps bound (#21 rows 1, 8, 9): an ID photo at the 4 MP output cap with a KB window (the quality search
 encodes many times), a cartoon of a 50 MP photo, a restore at ``upscale`` 4 of a 4 MP photo (64 MP out) and at 2 of
@@ -37,11 +38,11 @@ import asyncio, json, resource, sys
 sys.path.insert(0, {root!r})
 from deployments.common.weights import ModelStore, load_manifest
 from serve_app.jobs import job_context, parse_job_params, run_job
-from serve_app.local_backend import LocalBackend
+from serve_app.local_backend import in_process_backend
 from serve_app.settings import Settings
 
 settings = Settings()
-backend = LocalBackend(ModelStore(settings.model_store, load_manifest(settings.models_manifest)))
+backend = in_process_backend(ModelStore(settings.model_store, load_manifest(settings.models_manifest)))
 context = job_context(settings)
 data = open({path!r}, "rb").read()
 params = parse_job_params({task!r}, {fields!r}, context)

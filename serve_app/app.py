@@ -7,21 +7,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from ray.serve import Application
 
-from deployments.cartoon.deployment import Cartoonizer
-from deployments.cartoon.types import CARTOON_DEPLOYMENTS
-from deployments.colorize.deployment import Colorizer
 from deployments.common.settings import get_model_settings
+from deployments.common.stage import StageContext
 from deployments.common.weights import load_manifest
-from deployments.faces.deployment import FaceAnalyzer
-from deployments.idphoto.deployment import PortraitMatter
-from deployments.restore.deployment import BackgroundUpscaler, FaceRestorer
-from deployments.restore.params import RESTORE_MODELS, restorer_deployment
+from deployments.restore.params import RESTORE_MODELS
 from serve_app.auth import AuthConfig
-from serve_app.handles import Stages
 from serve_app.ingress import Ingress
 from serve_app.instructions import InstructionsConfig
 from serve_app.runner.deployment import BucketRunner
 from serve_app.runner.jobs_config import JobsConfig
+from serve_app.stages import bindings
 
 
 class AppArgs(BaseModel):
@@ -47,21 +42,9 @@ class AppArgs(BaseModel):
 
 def build_app(args: dict[str, Any] | None = None) -> Application:
     options = AppArgs.model_validate(args or {})
-    manifest = load_manifest(get_model_settings().models_manifest)
-    restorers = {
-        model: FaceRestorer.options(name=restorer_deployment(manifest[model])).bind(model)
-        for model in options.restore_models
-    }
-    # The ingress and the bucket runner share the same deployments (Serve passes each as its handle).
-    stages = Stages(
-        analyzer=FaceAnalyzer.bind(),
-        matter=PortraitMatter.bind(),
-        restorers=restorers,
-        cartoon_head=Cartoonizer.options(name=CARTOON_DEPLOYMENTS["head"]).bind("head"),
-        cartoon_background=Cartoonizer.options(name=CARTOON_DEPLOYMENTS["background"]).bind("background"),
-        upscaler=BackgroundUpscaler.bind(),
-        colorizer=Colorizer.bind(),
-    )
+    context = StageContext(load_manifest(get_model_settings().models_manifest), tuple(options.restore_models))
+    # Every declared model stage, once; the ingress and the bucket runner share them (Serve passes each as its handle).
+    stages = {name: deployment.options(name=name).bind(name, *init) for name, deployment, init in bindings(context)}
     runner = BucketRunner.bind(stages=stages, jobs=options.jobs, auth=options.auth) if options.bucket_runner else None
     return Ingress.bind(
         stages=stages, bucket_runner=runner, instructions=options.instructions, auth=options.auth, jobs=options.jobs

@@ -1,77 +1,62 @@
-"""What a job may await: the ``Backend`` protocol. No Ray here.
+"""What a job may await: the ``Backend``, one client over every model stage. No Ray here.
 
-The Serve ingress and the bucket runner implement it with DeploymentHandles (``serve_app.handles``, so
-``@serve.batch`` groups work across requests), tests and the CLI with in-process engines (``serve_app.local_backend``).
+A job asks a stage with a declared call, ``await backend.call(ANALYZE_FACES, image)`` (``deployments.common.stage``);
+how the call travels is the ``Transport``'s business: DeploymentHandles in Serve (``serve_app.handles``, so
+``@serve.batch`` groups items across requests), the same predictors in this process for tests, the CLI and benchmarks
+(``serve_app.local_backend``). Swap the transport, not the client.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-import numpy as np
-
-from deployments.cartoon.types import StyleJob, Stylized
-from deployments.colorize.types import ColorizeJob, PredictedColor
-from deployments.common.engine import EngineInfo
+from deployments.common.batching import unwrap
+from deployments.common.errors import InvalidParameter
+from deployments.common.stage import StageCall, StageContext
 from deployments.common.weights import ModelSpec
-from deployments.faces.types import Face
-from deployments.idphoto.matte import MATTE_MODELS, LowResMatte, Matting
-from deployments.restore.types import BackgroundEngine, FaceToRestore, RestoredFace, TileToUpscale, UpscaledTile
+
+ItemT = TypeVar("ItemT")
+ResultT = TypeVar("ResultT")
 
 
-def matte_engine_info(manifest: Mapping[str, ModelSpec], matting: Matting) -> EngineInfo:
-    """The matting engine behind ``Backend.segment_portrait`` in ``matting`` mode, as results report it."""
-    spec = manifest[MATTE_MODELS[matting]]
-    return EngineInfo(spec.engine, neural=True, weights=spec.name, sha256=spec.sha256)
+class Transport(Protocol):
+    """How stage calls travel: one outcome per call (an ``ItemFailure`` for a batched item that failed alone)."""
 
-
-def restore_template(manifest: Mapping[str, ModelSpec], model: str) -> str:
-    """The alignment template the restorer of ``model`` expects (the manifest's ``args.template``)."""
-    return str(manifest[model].args["template"])
-
-
-class Backend(Protocol):
-    """The model stages one request may await; each call is one item of a batched deployment."""
-
-    async def analyze_faces(self, image: np.ndarray) -> list[Face]: ...
-
-    async def restore_face(self, face: FaceToRestore, model: str) -> RestoredFace: ...
-
-    async def default_restore_model(self) -> str:
-        """The model a restore job without ``model`` gets: the first available in the service's order."""
-        ...
-
-    async def background_engine(self, scale: int) -> BackgroundEngine | None:
-        """The neural engine that upscales the background by ``scale``; None when only Lanczos is available."""
-        ...
-
-    async def upscale_tile(self, tile: TileToUpscale) -> UpscaledTile: ...
-
-    def restore_template(self, model: str) -> str:
-        """The alignment template the restorer of ``model`` expects (e.g. ``gpen-512``)."""
-        ...
-
-    async def segment_portrait(self, image: np.ndarray, matting: Matting) -> LowResMatte: ...
-
-    async def stylize_head(self, job: StyleJob) -> Stylized: ...
-
-    async def stylize_background(self, job: StyleJob) -> Stylized: ...
-
-    async def default_colorize_model(self) -> str:
-        """The colorization model a job without ``model`` gets: the first whose weights are present."""
-        ...
-
-    async def colorize(self, job: ColorizeJob) -> PredictedColor:
-        """The colours DDColor predicts for ``job``; ``ModelUnavailable`` (with the fetch command) without weights."""
-        ...
-
-    def matte_engine(self, matting: Matting) -> EngineInfo:
-        """The matting engine and weights behind ``segment_portrait`` in ``matting`` mode."""
-        ...
+    async def send(self, call: StageCall, *args: Any) -> Any: ...
 
     async def health(self) -> dict[str, dict[str, Any]]: ...
 
     def observe_job(self, task: str, outcome: str, engine: str, bytes_in: int, bytes_out: int) -> None:
         """Count one finished job (``outcome``: ``ok`` or the error code) for the metrics."""
-        ...
+
+
+class Backend:
+    """The model stages one request may await, and what decides them (``context``: manifest, restorers)."""
+
+    def __init__(self, transport: Transport, context: StageContext) -> None:
+        self.transport = transport
+        self.context = context
+
+    @property
+    def manifest(self) -> Mapping[str, ModelSpec]:
+        return self.context.manifest
+
+    @property
+    def restore_models(self) -> tuple[str, ...]:
+        """The restorers deployed here, in the order of preference (a job without ``model`` gets the first neural)."""
+        return self.context.restore_models
+
+    async def call(self, call: StageCall[ItemT, ResultT], *args: Any) -> ResultT:
+        """The stage's answer to ``call`` (one item, or a query's arguments); its typed error raised here."""
+        return unwrap(await self.transport.send(call, *args))
+
+    async def health(self) -> dict[str, dict[str, Any]]:
+        return await self.transport.health()
+
+    def observe_job(self, task: str, outcome: str, engine: str, bytes_in: int, bytes_out: int) -> None:
+        self.transport.observe_job(task, outcome, engine, bytes_in, bytes_out)
+
+
+def not_deployed(deployment: str, deployed: Mapping[str, Any]) -> InvalidParameter:
+    return InvalidParameter(f"{deployment} is not deployed here; deployed: {sorted(deployed)}")

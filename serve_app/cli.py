@@ -117,9 +117,9 @@ def _process(settings: Settings, args: argparse.Namespace) -> int:
         if args.prompt is not None:
             task, params = _read_prompt(args.prompt, params, context)
         if args.local:
-            from serve_app.local_backend import LocalBackend
+            from serve_app.local_backend import in_process_backend
 
-            execute = job_executor(LocalBackend(settings.open_model_store()), context)
+            execute = job_executor(in_process_backend(settings.open_model_store()), context)
         else:
             execute = http_executor(args.url)
         summary = asyncio.run(

@@ -1,17 +1,15 @@
 """The ``Backend`` of ``serve_app.backend`` over DeploymentHandles: what the ingress and the bucket runner share.
 
-Each call is one item of a batched deployment, so concurrent requests (and the faces of one photo, awaited together)
-share forward passes. Imports no torch: records from the model replicas are torch-free.
+Each batched call is one item of a deployment's ``@serve.batch`` method, so concurrent requests (and the faces of one
+photo, awaited together) share forward passes. Imports no torch: records from the model replicas are torch-free.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import ray
 from ray import serve
 from ray.exceptions import RayActorError
@@ -19,43 +17,23 @@ from ray.serve._private.constants import SERVE_CONTROLLER_NAME, SERVE_NAMESPACE
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError
 from ray.serve.handle import DeploymentHandle
 
-from deployments.cartoon.types import StyleJob, Stylized
-from deployments.colorize.types import ColorizeJob, PredictedColor
-from deployments.common.batching import unwrap
 from deployments.common.deployment import record_job
-from deployments.common.engine import EngineInfo
-from deployments.common.errors import InvalidParameter, Overloaded, StageUnavailable
+from deployments.common.errors import Overloaded, StageUnavailable
+from deployments.common.stage import StageCall, StageContext
 from deployments.common.weights import ModelSpec
-from deployments.faces.types import Face
-from deployments.idphoto.matte import MATTING_MODES, LowResMatte, MatteRequest, Matting
-from deployments.restore.types import BackgroundEngine, FaceToRestore, RestoredFace, TileToUpscale, UpscaledTile
+from deployments.restore.params import deployed_restorers
 from serve_app.auth.caller import caller_id
-from serve_app.backend import matte_engine_info, restore_template
+from serve_app.backend import Backend, not_deployed
 from serve_app.health import HealthAggregator, ReplicaCount, ReplicaCounts, replica_counts_of
 from serve_app.runner.jobs_layout import JobRef
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Stages:
-    """The model deployments a job may call, by name. ``build_app`` binds them once and hands the same record to the
-    ingress and the bucket runner (Serve swaps each bound deployment for its handle), so both triggers batch together.
-    """
-
-    analyzer: DeploymentHandle
-    matter: DeploymentHandle
-    restorers: Mapping[str, DeploymentHandle]
-    cartoon_head: DeploymentHandle
-    cartoon_background: DeploymentHandle
-    upscaler: DeploymentHandle
-    colorizer: DeploymentHandle
-
-    def probes(self) -> dict[str, DeploymentHandle]:
-        """Every deployment ``/healthz`` asks, under its deployment name (the one the Serve YAML configures)."""
-        handles = [self.analyzer, self.matter, self.cartoon_head, self.cartoon_background, self.upscaler]
-        handles.append(self.colorizer)
-        return {handle.deployment_name: handle for handle in [*handles, *self.restorers.values()]}
+# The model deployments a job may call, by deployment name, in the order ``build_app`` bound them (the restorers in
+# the app's order of preference). Serve swaps each bound deployment for its handle; the ingress and the bucket runner
+# get the same mapping, so both triggers batch together.
+Stages = Mapping[str, DeploymentHandle]
 
 
 class ServeReplicaCounts:
@@ -70,97 +48,58 @@ class ServeReplicaCounts:
         return replica_counts_of(await self._controller.get_serve_instance_details.remote(), self._app)
 
 
-class HandleBackend:
-    """Jobs' calls go to the handles; ``health`` is the ``HealthAggregator``'s report of every stage (``replica_counts``
-    and ``health_timeout_s``: see there)."""
+class HandleTransport:
+    """Stage calls over DeploymentHandles: a batched call is one item of the deployment's ``@serve.batch`` method of
+    that name, a query goes to ``ModelReplica.ask``. ``health`` is the ``HealthAggregator``'s report of every stage
+    (``replica_counts`` and ``health_timeout_s``: see there), led by ``reporter``, the deployment asking (it answers,
+    so it is ok), with the ``watched`` deployments no job route needs (the bucket runner, when the app has one)."""
 
     def __init__(
         self,
         stages: Stages,
-        manifest: Mapping[str, ModelSpec],
         *,
         replica_counts: ReplicaCounts | None = None,
         health_timeout_s: float = 2.0,
+        reporter: str | None = None,
+        watched: Mapping[str, DeploymentHandle] | None = None,
     ) -> None:
-        self._analyzer = stages.analyzer
-        self._matter = stages.matter
-        self._cartoon_head = stages.cartoon_head
-        self._cartoon_background = stages.cartoon_background
-        self._restorers = dict(stages.restorers)  # in the order of preference the Serve YAML gives
-        self._upscaler = stages.upscaler
-        self._colorizer = stages.colorizer
-        self._default_model: str | None = None
-        self._background_engines: dict[int, BackgroundEngine | None] = {}
-        self._restore_templates = {name: restore_template(manifest, name) for name in self._restorers}
-        self._matte_engines = {mode: matte_engine_info(manifest, mode) for mode in MATTING_MODES}
-        self._health = HealthAggregator(
-            stages.probes(), replica_counts=replica_counts, health_timeout_s=health_timeout_s
-        )
+        self._stages = dict(stages)
+        self._health = HealthAggregator(self._stages, replica_counts=replica_counts, health_timeout_s=health_timeout_s)
+        for name, handle in (watched or {}).items():
+            self._health.watch(name, handle)
+        self._reporter = reporter
 
-    async def analyze_faces(self, image: np.ndarray) -> list[Face]:
-        return unwrap(await call_deployment(self._analyzer.analyze, image))
-
-    async def restore_face(self, face: FaceToRestore, model: str) -> RestoredFace:
-        return unwrap(await call_deployment(self._pick(self._restorers, model).restore, face))
-
-    async def default_restore_model(self) -> str:
-        """The first deployed restorer (in the YAML's order) whose weights are loaded; asked once, then remembered."""
-        if self._default_model is None:
-            for name, handle in self._restorers.items():
-                if (await call_deployment(handle.engine_info)).neural:
-                    self._default_model = name
-                    break
-            else:
-                self._default_model = next(iter(self._restorers))
-        return self._default_model
-
-    async def background_engine(self, scale: int) -> BackgroundEngine | None:
-        if scale not in self._background_engines:
-            self._background_engines[scale] = await call_deployment(self._upscaler.engine_for, scale)
-        return self._background_engines[scale]
-
-    async def upscale_tile(self, tile: TileToUpscale) -> UpscaledTile:
-        return unwrap(await call_deployment(self._upscaler.upscale, tile))
-
-    async def segment_portrait(self, image: np.ndarray, matting: Matting) -> LowResMatte:
-        return unwrap(await call_deployment(self._matter.segment, MatteRequest(image, matting)))
-
-    async def stylize_head(self, job: StyleJob) -> Stylized:
-        return unwrap(await call_deployment(self._cartoon_head.stylize, job))
-
-    async def stylize_background(self, job: StyleJob) -> Stylized:
-        return unwrap(await call_deployment(self._cartoon_background.stylize, job))
-
-    async def default_colorize_model(self) -> str:
-        """Asked every time (the Colorizer is woken for the job anyway), so weights pulled later count."""
-        return await call_deployment(self._colorizer.default_model)
-
-    async def colorize(self, job: ColorizeJob) -> PredictedColor:
-        return unwrap(await call_deployment(self._colorizer.colorize, job))
-
-    def matte_engine(self, matting: Matting) -> EngineInfo:
-        return self._matte_engines[matting]
-
-    def restore_template(self, model: str) -> str:
-        self._pick(self._restorers, model)  # refuses a model not deployed here
-        return self._restore_templates[model]
+    async def send(self, call: StageCall, *args: Any) -> Any:
+        try:
+            handle = self._stages[call.deployment]
+        except KeyError:
+            raise not_deployed(call.deployment, self._stages) from None
+        if call.batched:
+            return await call_deployment(getattr(handle, call.method), *args)
+        return await call_deployment(handle.ask, call.method, *args)
 
     async def health(self) -> dict[str, dict[str, Any]]:
-        return await self._health.reports()
-
-    def watch(self, name: str, handle: DeploymentHandle) -> None:
-        """Add a deployment no job route needs to the ``health`` report (the bucket runner, when the app has one)."""
-        self._health.watch(name, handle)
+        own = {self._reporter: {"status": "ok"}} if self._reporter else {}
+        return {**own, **await self._health.reports()}
 
     def observe_job(self, task: str, outcome: str, engine: str, bytes_in: int, bytes_out: int) -> None:
         record_job(task, outcome, engine, bytes_in, bytes_out, key=caller_id())
 
-    @staticmethod
-    def _pick(handles: dict[str, DeploymentHandle], model: str) -> DeploymentHandle:
-        try:
-            return handles[model]
-        except KeyError:
-            raise InvalidParameter(f"model {model!r} is not deployed here; deployed: {sorted(handles)}") from None
+
+def handle_backend(
+    stages: Stages,
+    manifest: Mapping[str, ModelSpec],
+    *,
+    replica_counts: ReplicaCounts | None = None,
+    health_timeout_s: float = 2.0,
+    reporter: str | None = None,
+    watched: Mapping[str, DeploymentHandle] | None = None,
+) -> Backend:
+    """The backend over ``stages`` (the rest: ``HandleTransport``)."""
+    transport = HandleTransport(
+        stages, replica_counts=replica_counts, health_timeout_s=health_timeout_s, reporter=reporter, watched=watched
+    )
+    return Backend(transport, StageContext(manifest, deployed_restorers(manifest, stages)))
 
 
 # A replica lost under a call (its node or process died): Serve replaces it, the caller may retry.

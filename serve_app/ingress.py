@@ -5,7 +5,6 @@ Imports no torch (each ingress replica would pay ~140 MiB for it): the model cod
 """
 
 import logging
-from typing import Any
 
 import ray
 from ray import serve
@@ -14,7 +13,7 @@ from ray.serve.handle import DeploymentHandle
 
 from serve_app.auth import AuthConfig, Gate, load_keys, warn_when_open
 from serve_app.auth.deployment import RayLimiter
-from serve_app.handles import BucketRunnerClient, HandleBackend, ServeReplicaCounts, Stages
+from serve_app.handles import BucketRunnerClient, ServeReplicaCounts, Stages, handle_backend
 from serve_app.instructions import InstructionsConfig
 from serve_app.jobs import JOBS
 from serve_app.jobs_api import JobsService
@@ -25,13 +24,6 @@ from serve_app.runner.triggers.webhook import require_events_token
 from serve_app.settings import get_settings
 
 logger = logging.getLogger(__name__)
-
-
-class IngressBackend(HandleBackend):
-    """The handles' backend, plus the ingress's own line in ``/healthz``."""
-
-    async def health(self) -> dict[str, dict[str, Any]]:
-        return {"Ingress": {"status": "ok"}, **await super().health()}
 
 
 @serve.deployment(name="Ingress")
@@ -53,17 +45,18 @@ class Ingress:
         http_host = _http_host()
         warn_when_open(keys, http_host)
         self._settings = get_settings()
-        self._backend = IngressBackend(
+        self._backend = handle_backend(
             stages,
-            manifest=self._settings.open_model_store().manifest,
+            self._settings.open_model_store().manifest,
             replica_counts=ServeReplicaCounts(),
             health_timeout_s=self._settings.health_timeout_s,
+            reporter="Ingress",
+            watched={"BucketRunner": bucket_runner} if bucket_runner is not None else None,
         )
         self._event_sink = None
         if bucket_runner is not None:
             require_events_token(self._settings, http_host)
             self._event_sink = BucketRunnerClient(bucket_runner)
-            self._backend.watch("BucketRunner", bucket_runner)
         self._jobs = None
         if jobs is not None and self._event_sink is not None:  # the jobs run in the bucket runner
             store = JobStore(jobs.location(self._settings.buckets_root), jobs.s3, JOBS)

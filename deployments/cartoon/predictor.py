@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,11 +18,11 @@ import torch
 from deployments.cartoon.classic import cartoonize_classic
 from deployments.cartoon.dctnet import DctNet, load_dctnet
 from deployments.cartoon.styles import CartoonStyle
-from deployments.cartoon.types import ModelKind, StyleJob, Stylized
+from deployments.cartoon.types import ImageToStylize, ModelKind, Stylized
 from deployments.common.admission import DCTNET_INPUT
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter
-from deployments.common.image import require_image
+from deployments.common.image import PROBE_IMAGE, require_image
 from deployments.common.torch_device import pick_device
 from deployments.common.weights import ModelStore
 
@@ -34,6 +35,10 @@ NO_HEAD_MODEL = EngineInfo(engine="none", neural=False)
 class CartoonPredictor:
     def __init__(self, kind: ModelKind, styles: Mapping[str, CartoonStyle], store: ModelStore, device: str = "auto"):
         self.kind = kind
+        self._store = store
+        self._style_models = {
+            name: (style.head_model if kind == "head" else style.background_model) for name, style in styles.items()
+        }
         self.device = pick_device(device)
         self._models: dict[str, tuple[DctNet, EngineInfo] | None] = {}
         for name, style in styles.items():
@@ -57,14 +62,29 @@ class CartoonPredictor:
             return loaded[1]
         return CLASSIC if self.kind == "background" else NO_HEAD_MODEL
 
-    def admit(self, job: StyleJob) -> None:
+    def probe(self) -> None:
+        """Every loaded style runs a 16x16 forward pass."""
+        self.stylize([ImageToStylize(style, PROBE_IMAGE) for style in self.styles])
+
+    def health(self) -> dict[str, Any]:
+        engines = {style: self.engine_for(style).to_json() for style in self.styles}
+        neural = any(info["neural"] for info in engines.values())
+        return {
+            "status": "ok" if neural else "degraded",
+            "kind": self.kind,
+            "engine": "dctnet" if neural else ("classic-cartoon" if self.kind == "background" else "none"),
+            "styles": engines,
+            "models": [self._store.status(name).to_json() for name in self._style_models.values() if name],
+        }
+
+    def admit(self, job: ImageToStylize) -> None:
         """Refuse a job this stage must not run (``admission``): not the image contract, over DCT-Net's input cap
         (``compose.prepare_background`` brings whole photos within it), or a style this replica does not know."""
         require_image(job.image, what="image to stylize")
         DCTNET_INPUT.admit_image(job.image)
         self._model(job.style)
 
-    def stylize(self, jobs: Sequence[StyleJob]) -> list[Stylized]:
+    def stylize(self, jobs: Sequence[ImageToStylize]) -> list[Stylized]:
         results: list[Stylized | None] = [None] * len(jobs)
         groups: dict[tuple[str, tuple[int, ...]], list[int]] = defaultdict(list)
         for index, job in enumerate(jobs):

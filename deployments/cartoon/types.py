@@ -8,6 +8,7 @@ from typing import Literal
 import numpy as np
 
 from deployments.common.engine import EngineInfo
+from deployments.common.stage import StageCall
 
 ModelKind = Literal["head", "background"]
 # The deployment of each kind: its name in the Serve YAMLs, /healthz, metrics and logs.
@@ -15,7 +16,7 @@ CARTOON_DEPLOYMENTS: dict[str, str] = {"head": "CartoonHead", "background": "Car
 
 
 @dataclass(frozen=True, eq=False)
-class StyleJob:
+class ImageToStylize:
     """One image for a style model: a 288 head crop or a prepared whole image (HxWx3 uint8 RGB)."""
 
     style: str
@@ -28,3 +29,7 @@ class Stylized:
 
     image: np.ndarray | None
     engine: EngineInfo
+
+
+STYLIZE_HEAD: StageCall[ImageToStylize, Stylized] = StageCall(CARTOON_DEPLOYMENTS["head"], "stylize")
+STYLIZE_BACKGROUND: StageCall[ImageToStylize, Stylized] = StageCall(CARTOON_DEPLOYMENTS["background"], "stylize")

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import groupby
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,7 +19,7 @@ import torch
 from deployments.colorize.ddcolor import DDColor, load_ddcolor
 from deployments.colorize.params import MAX_SIZE_PX, colorizer_models
 from deployments.colorize.pipeline import INPUT_MULTIPLE_PX
-from deployments.colorize.types import ColorizeJob, PredictedColor
+from deployments.colorize.types import PhotoToColorize, PredictedColor
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter, ModelUnavailable
 from deployments.common.torch_device import pick_device
@@ -49,7 +50,7 @@ class ColorizationPredictor:
         self.models = colorizer_models(store.manifest)
         self._loaded: dict[str, tuple[DDColor, EngineInfo]] = {}
 
-    def admit(self, job: ColorizeJob) -> None:
+    def admit(self, job: PhotoToColorize) -> None:
         """Refuse what the network must not run: an unknown model, or an input not 3×S×S float32 with S a multiple
         of 32 up to ``MAX_SIZE_PX`` (the job builds it, so a refusal here is a wrong caller)."""
         if job.model not in self.models:
@@ -60,13 +61,25 @@ class ColorizationPredictor:
                 f"a colorizer input is 3×S×S with S a multiple of {INPUT_MULTIPLE_PX} up to {MAX_SIZE_PX}, got {shape}"
             )
 
+    def probe(self) -> None:
+        """Nothing to run: models load on first use (a replica without weights still answers the 503)."""
+
+    def health(self) -> dict[str, Any]:
+        models = [self.store.status(name) for name in self.models]
+        usable = [status.spec.name for status in models if status.usable]
+        return {
+            "status": "ok" if usable else "degraded",
+            "engine": "ddcolor" if usable else "none",
+            "models": [status.to_json() for status in models],
+        }
+
     def default_model(self) -> str:
         """The first colorization model (manifest order) whose weights are present; the first of all when none is
         (a request then gets the 503 naming the command that fetches it)."""
         present = [name for name in self.models if self.store.status(name).usable]
         return (present or self.models)[0]
 
-    def predict(self, jobs: Sequence[ColorizeJob]) -> list[PredictedColor]:
+    def predict(self, jobs: Sequence[PhotoToColorize]) -> list[PredictedColor]:
         results: dict[int, PredictedColor] = {}
 
         def group_key(index: int) -> tuple[str, int]:

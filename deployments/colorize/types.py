@@ -7,10 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from deployments.common.engine import EngineInfo
+from deployments.common.stage import StageCall
 
 
 @dataclass(frozen=True, eq=False)
-class ColorizeJob:
+class PhotoToColorize:
     """One photo's network input (``pipeline.gray_input``: 3×S×S float32) and the colorization model to run."""
 
     gray: np.ndarray
@@ -23,3 +24,9 @@ class PredictedColor:
 
     ab: np.ndarray
     engine: EngineInfo
+
+
+COLORIZER = "Colorizer"
+COLORIZE: StageCall[PhotoToColorize, PredictedColor] = StageCall(COLORIZER, "predict")
+# The model a job without ``model`` gets: asked every time, so weights pulled later count.
+DEFAULT_COLORIZE_MODEL: StageCall[None, str] = StageCall(COLORIZER, "default_model", batched=False)

@@ -1,4 +1,4 @@
-"""What every model deployment shares: batch tunables from ``user_config``, a replica's health facts, our metrics.
+"""What every model deployment shares: the replica skeleton (``ModelReplica``), its health facts, our metrics.
 
 The one module of ``deployments/common`` that imports Ray (a ``deployment.py``, like each job's): pure code elsewhere
 stays testable without a cluster. Metrics are created lazily inside replicas (Ray metrics need a running worker);
@@ -7,65 +7,87 @@ names start with ``portrait_`` and the Grafana dashboard in ``infra/grafana/`` r
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
 from ray.serve import metrics
 
+from deployments.common.batching import run_per_item
 from deployments.common.errors import InvalidParameter
-
-T = TypeVar("T")
-
-
-class BatchConfig(BaseModel):
-    """The batch keys of a deployment's ``user_config``; ``reconfigure`` applies them without a restart."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    max_batch_size: int = Field(ge=1, le=256)
-    batch_wait_timeout_s: float = Field(ge=0.0, le=5.0)
+from deployments.common.settings import get_model_settings
+from deployments.common.stage import BatchConfig, Stage
 
 
-# Every batched deployment's defaults, in one place: its ``@serve.batch`` decorator starts with them, ``/healthz``
-# reports them until a Serve YAML's ``user_config`` overrides them.
-BATCH_DEFAULTS: dict[str, BatchConfig] = {
-    "FaceAnalyzer": BatchConfig(max_batch_size=4, batch_wait_timeout_s=0.01),
-    "PortraitMatter": BatchConfig(max_batch_size=8, batch_wait_timeout_s=0.005),
-    "FaceRestorer": BatchConfig(max_batch_size=8, batch_wait_timeout_s=0.02),
-    "Cartoonizer": BatchConfig(max_batch_size=8, batch_wait_timeout_s=0.02),
-    "BackgroundUpscaler": BatchConfig(max_batch_size=8, batch_wait_timeout_s=0.01),
-    "Colorizer": BatchConfig(max_batch_size=4, batch_wait_timeout_s=0.02),
-}
+class ModelReplica:
+    """The skeleton of every model deployment: a subclass states its ``Stage`` as ``stage`` and defines one
+    ``@serve.batch`` method per name in ``stage.batched``, each ``return await self.run_batch("<name>", items)``.
 
+    Here: the predictor built from the model store and the options, rebuilt when ``reconfigure`` changes them; the
+    batch keys applied to every batched method; per-item outcomes (one bad item never fails its batch-mates); the
+    queries; Serve's health probe and ``/healthz``'s report with the GPU memory this replica holds.
+    ``binding``: the deployment's name when the stage is bound more than once (``Stage.bindings``).
+    """
 
-def batch_defaults(deployment: str) -> dict[str, Any]:
-    """Keyword arguments for ``@serve.batch`` from ``BATCH_DEFAULTS``."""
-    return BATCH_DEFAULTS[deployment].model_dump()
+    stage: ClassVar[Stage]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        missing = [name for name in cls.stage.batched if not hasattr(getattr(cls, name, None), "set_max_batch_size")]
+        if missing:
+            raise TypeError(
+                f"{cls.__name__} declares batched {missing} but defines no @serve.batch method of that name"
+            )
 
-def apply_batch_config(
-    batched_method: Any, user_config: dict[str, Any] | None, defaults: BatchConfig
-) -> tuple[BatchConfig, dict[str, Any]]:
-    """Set a ``@serve.batch`` method's size and wait from ``user_config`` (``defaults`` for keys it leaves out);
-    return the applied config and the deployment's other keys."""
-    options = dict(user_config or {})
-    given = {key: options.pop(key) for key in BatchConfig.model_fields if key in options}
-    config = BatchConfig.model_validate({**defaults.model_dump(), **given})
-    batched_method.set_max_batch_size(config.max_batch_size)
-    batched_method.set_batch_wait_timeout_s(config.batch_wait_timeout_s)
-    return config, options
+    def __init__(self, binding: str | None = None, *args: Any) -> None:
+        torch_threads(1)
+        self._name = binding or self.stage.name
+        self._args = args
+        self._store = get_model_settings().open_model_store()
+        self._batch = self.stage.batch
+        self._options = self.stage.make_options({})
+        self._predictor = self.stage.make_predictor(self._store, self._options, args)
 
+    def reconfigure(self, user_config: dict[str, Any]) -> None:
+        """``user_config``: the batch keys plus the fields of ``stage.options``."""
+        options = dict(user_config or {})
+        given = {key: options.pop(key) for key in BatchConfig.model_fields if key in options}
+        self._batch = BatchConfig.model_validate({**self.stage.batch.model_dump(), **given})
+        for name in self.stage.batched:
+            getattr(self, name).set_max_batch_size(self._batch.max_batch_size)
+            getattr(self, name).set_batch_wait_timeout_s(self._batch.batch_wait_timeout_s)
+        new_options = self.stage.make_options(options)
+        if new_options != self._options:
+            self._predictor = self.stage.make_predictor(self._store, new_options, self._args)
+            self._options = new_options
 
-def options_from(options_type: type[T], values: dict[str, Any], **fixed: Any) -> T:
-    """Build a frozen options dataclass from ``user_config`` keys, naming the allowed keys when one is unknown."""
-    allowed = {field.name for field in dataclasses.fields(options_type)} - set(fixed)
-    unknown = set(values) - allowed
-    if unknown:
-        raise InvalidParameter(f"unknown user_config keys {sorted(unknown)}; allowed: {sorted(allowed)}")
-    return options_type(**values, **fixed)
+    async def run_batch(self, method: str, items: list[Any]) -> list[Any]:
+        """One outcome per item, ``predictor.<method>`` over the admitted ones, in a worker thread."""
+        record_batch(self._name, len(items))
+        predictor = self._predictor
+        return await asyncio.to_thread(run_per_item, getattr(predictor, method), items, predictor.admit, self._name)
+
+    async def ask(self, method: str, *args: Any) -> Any:
+        """A query of ``stage.queries`` (``StageCall(batched=False)``), answered at once."""
+        if method not in self.stage.queries:
+            raise InvalidParameter(f"{self._name} answers {list(self.stage.queries)}, not {method!r}")
+        return getattr(self._predictor, method)(*args)
+
+    def check_health(self) -> None:
+        """Serve's periodic probe (``Predictor.probe``), which also refreshes the GPU memory gauge."""
+        self._predictor.probe()
+        gpu_facts(self._name)
+
+    async def health(self) -> dict[str, Any]:
+        return {
+            **self._predictor.health(),
+            "options": dataclasses.asdict(self._options),
+            "batch": self._batch.model_dump(),
+            **gpu_facts(self._name),
+            **replica_facts(),
+        }
 
 
 def limit_cpu_threads(num_threads: int = 1) -> None:

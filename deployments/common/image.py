@@ -36,6 +36,8 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 DEFAULT_MAX_PIXELS = 50_000_000
 ALLOWED_FORMATS = frozenset({"JPEG", "MPO", "PNG", "WEBP", "BMP", "TIFF", "GIF"})
 SOFTWARE_TAG = "portrait-serve"
+# What a model stage's health probe runs: a blank image, which has no face (image contract: HxWx3 uint8 RGB).
+PROBE_IMAGE = np.full((64, 64, 3), 128, np.uint8)
 
 OutputFormat = Literal["jpeg", "png", "webp"]
 MEDIA_TYPES: dict[str, str] = {"jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp"}

@@ -6,13 +6,14 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from deployments.common.admission import MIN_PHOTO_SIDE_PX, PHOTO_STAGE_INPUT
 from deployments.common.errors import InvalidParameter
-from deployments.common.image import require_image
-from deployments.common.weights import ModelStore
+from deployments.common.image import PROBE_IMAGE, require_image
+from deployments.common.weights import ModelStatus, ModelStore
 from deployments.faces.detect import DetectionParams, FaceDetector
 from deployments.faces.landmarks import FaceMesh
 from deployments.faces.types import Face
@@ -55,8 +56,10 @@ class FaceAnalysisPredictor:
         config: FaceAnalysisConfig = FaceAnalysisConfig(),
         *,
         mtcnn_dir: Path | str | None = None,
+        models: Sequence[ModelStatus] = (),
     ) -> None:
         self.config = config
+        self.models = tuple(models)
         self.detector = FaceDetector(models_dir, num_threads=config.num_threads, mtcnn_dir=mtcnn_dir)
         self.mesh = FaceMesh(models_dir, num_threads=config.num_threads)
 
@@ -68,7 +71,19 @@ class FaceAnalysisPredictor:
         mtcnn_dir = mtcnn_paths[0].parent if all(mtcnn_paths) else None
         if mtcnn_dir is None:
             logger.warning("MTCNN weights absent (%s): small faces of group photos are searched less", MTCNN_MODELS)
-        return cls(store.resolve(FACE_MODELS[0]).parent, config, mtcnn_dir=mtcnn_dir)
+        statuses = [store.status(name) for name in FACE_MODELS + MTCNN_MODELS]
+        return cls(store.resolve(FACE_MODELS[0]).parent, config, mtcnn_dir=mtcnn_dir, models=statuses)
+
+    def probe(self) -> None:
+        """The interpreters answer (a blank image has no face)."""
+        self.analyze(PROBE_IMAGE)
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "engine": self.models[0].spec.engine if self.models else "mediapipe",
+            "models": [status.to_json() for status in self.models],
+        }
 
     def admit(self, image_rgb: np.ndarray) -> None:
         """Refuse an image this stage must not run (``admission``): not the image contract, under 8 px a side (the

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from deployments.common.stage import StageCall
+
 
 @dataclass(frozen=True, eq=False)
 class Face:
@@ -39,3 +41,8 @@ class Face:
             "roll_deg": round(float(self.roll_deg), 2),
             "chin": [round(float(self.chin[0]), 2), round(float(self.chin[1]), 2)],
         }
+
+
+FACE_ANALYZER = "FaceAnalyzer"
+# Every face of a whole photo (image contract: HxWx3 uint8 RGB), biggest first.
+ANALYZE_FACES: StageCall[np.ndarray, list[Face]] = StageCall(FACE_ANALYZER, "analyze_batch")

@@ -16,7 +16,7 @@ does not show a halo. Torch-free (the ingress imports this); the models run in :
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -25,6 +25,9 @@ import cv2
 import numpy as np
 
 from deployments.common.affine import apply_affine, compose_affine, invert_affine, pixel_scale_affine
+from deployments.common.engine import EngineInfo
+from deployments.common.stage import StageCall
+from deployments.common.weights import ModelSpec
 from deployments.faces.tflite import TfliteModel
 
 logger = logging.getLogger(__name__)
@@ -72,11 +75,21 @@ class LowResMatte:
 
 
 @dataclass(frozen=True, eq=False)
-class MatteRequest:
+class PhotoToMatte:
     """One photo (HxWx3 uint8 RGB) for the matting deployment and the mode to matte it with."""
 
     image: np.ndarray
     matting: Matting = DEFAULT_MATTING
+
+
+def matte_engine_info(manifest: Mapping[str, ModelSpec], matting: Matting) -> EngineInfo:
+    """The matting engine and weights behind ``SEGMENT_PORTRAIT`` in ``matting`` mode, as results report them."""
+    spec = manifest[MATTE_MODELS[matting]]
+    return EngineInfo(spec.engine, neural=True, weights=spec.name, sha256=spec.sha256)
+
+
+PORTRAIT_MATTER = "PortraitMatter"
+SEGMENT_PORTRAIT: StageCall[PhotoToMatte, LowResMatte] = StageCall(PORTRAIT_MATTER, "segment_batch")
 
 
 def keep_subject(low: LowResMatte, points_xy: Sequence[tuple[float, float]], face_width_px: float) -> LowResMatte:

@@ -11,25 +11,26 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from deployments.common.admission import MIN_PHOTO_SIDE_PX, PHOTO_STAGE_INPUT
 from deployments.common.errors import InternalError, InvalidParameter
-from deployments.common.image import require_image
+from deployments.common.image import PROBE_IMAGE, require_image
 from deployments.common.torch_device import pick_device
-from deployments.common.weights import ModelStore
+from deployments.common.weights import ModelStatus, ModelStore
 from deployments.idphoto.matte import (
     DEFAULT_MATTING,
     MATTE_MODELS,
     MATTING_MODES,
     LowResMatte,
-    MatteRequest,
     Matting,
+    PhotoToMatte,
     SelfieSegmenter,
 )
 from deployments.idphoto.modnet import ModNetInput, load_modnet, prepare_input
@@ -38,7 +39,6 @@ logger = logging.getLogger(__name__)
 
 AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 IDENTITY = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
-PROBE_IMAGE = np.full((64, 64, 3), 128, np.uint8)
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,10 @@ class MattingPredictor:
         options: MatterOptions = MatterOptions(),
         *,
         num_threads: int = 1,
+        models: Mapping[Matting, ModelStatus] | None = None,
     ) -> None:
         self.options = options
+        self.models = dict(models or {})
         self.device = pick_device(options.device)
         self.selfie = SelfieSegmenter(selfie_path, num_threads=num_threads)
         # Channels-last: depthwise and small convolutions run several times faster on CPU (oneDNN), and on GPU.
@@ -80,13 +82,23 @@ class MattingPredictor:
     ) -> MattingPredictor:
         """Both built-in models from the store (``ModelUnavailable`` naming the fix when one is absent)."""
         selfie, modnet = (store.resolve(MATTE_MODELS[mode]) for mode in ("selfie", "modnet"))
-        return cls(selfie, modnet, options, num_threads=num_threads)
+        statuses = {mode: store.status(name) for mode, name in MATTE_MODELS.items()}
+        return cls(selfie, modnet, options, num_threads=num_threads, models=statuses)
+
+    def health(self) -> dict[str, Any]:
+        engines = {mode: status.spec.engine for mode, status in self.models.items()}
+        return {
+            "status": "ok",
+            "engine": engines.get("modnet", "modnet"),
+            "engines": engines,
+            "models": [status.to_json() for status in self.models.values()],
+        }
 
     def segment(self, rgb: np.ndarray, matting: Matting = DEFAULT_MATTING) -> LowResMatte:
         """The model's matte of one whole photo (image contract: HxWx3 uint8 RGB)."""
-        return self.segment_batch([MatteRequest(rgb, matting)])[0]
+        return self.segment_batch([PhotoToMatte(rgb, matting)])[0]
 
-    def admit(self, request: MatteRequest) -> None:
+    def admit(self, request: PhotoToMatte) -> None:
         """Refuse a request this stage must not run (``admission``): not the image contract, under 8 px a side, over
         the whole-photo cap, or a mode the params never allow (our bug)."""
         require_image(request.image, what="matting input", min_side_px=MIN_PHOTO_SIDE_PX)
@@ -94,7 +106,7 @@ class MattingPredictor:
         if request.matting not in MATTING_MODES:
             raise InternalError(f"matting mode {request.matting!r} reached the matter; params allow modnet, selfie")
 
-    def segment_batch(self, requests: Sequence[MatteRequest]) -> list[LowResMatte]:
+    def segment_batch(self, requests: Sequence[PhotoToMatte]) -> list[LowResMatte]:
         """One matte per request, in order; MODNet requests of one input size share a forward pass."""
         results: dict[int, LowResMatte] = {}
         groups: dict[tuple[int, int], list[tuple[int, ModNetInput]]] = {}

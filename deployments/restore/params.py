@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -10,9 +10,10 @@ from pydantic import Field, field_validator, model_validator
 from deployments.common.errors import ModelUnavailable
 from deployments.common.params import JobParams
 from deployments.common.settings import get_model_settings
+from deployments.common.stage import StageContext
 from deployments.common.weights import ModelSpec, load_manifest
-
 from deployments.restore.architecture import declared_traits
+
 FACE_RESTORATION = "face_restoration"  # the manifest task of a face restorer
 
 
@@ -26,6 +27,22 @@ def restorer_deployment(spec: ModelSpec) -> str:
     if spec.deployment is None:
         raise ModelUnavailable(f"the face restorer {spec.name!r} names no deployment in the manifest")
     return spec.deployment
+
+
+def restore_template(manifest: Mapping[str, ModelSpec], model: str) -> str:
+    """The alignment template the restorer of ``model`` expects (the manifest's ``args.template``: ``gpen-512``...)."""
+    return str(manifest[model].args["template"])
+
+
+def restorer_bindings(context: StageContext) -> dict[str, tuple[str]]:
+    """The ``FaceRestorer`` stage's bindings: one deployment per restoration model, in the app's order of preference."""
+    return {restorer_deployment(context.manifest[model]): (model,) for model in context.restore_models}
+
+
+def deployed_restorers(manifest: Mapping[str, ModelSpec], deployments: Iterable[str]) -> tuple[str, ...]:
+    """The restorers among ``deployments`` (names of deployed stages, in the app's order of preference)."""
+    by_deployment = {spec.deployment: spec.name for spec in restorer_specs(manifest)}
+    return tuple(by_deployment[name] for name in deployments if name in by_deployment)
 
 
 # Every restorer the service offers (the ``model`` option's choices), read from the manifest once, at import: a
@@ -74,6 +91,11 @@ class RestoreParams(JobParams):
         """Form fields arrive as text: accept "2" for 2."""
         return int(value) if isinstance(value, str) and value.strip().isdigit() else value
 
+    @classmethod
+    def options_of_model(cls, model: str) -> tuple[str, ...]:
+        """``fidelity`` for a restorer whose architecture reads it."""
+        return ("fidelity",) if model in FIDELITY_MODELS else ()
+
     @model_validator(mode="after")
     def _fidelity_is_for_the_models_that_read_it(self) -> RestoreParams:
         if self.fidelity is not None and self.model is not None and "fidelity" not in self.options_of_model(self.model):
@@ -85,8 +107,3 @@ class RestoreParams(JobParams):
         if self.fidelity is not None and model in FIDELITY_MODELS:
             return self.fidelity
         return CODEFORMER_DEFAULT_FIDELITY
-    @classmethod
-    def options_of_model(cls, model: str) -> tuple[str, ...]:
-        """``fidelity`` for a restorer whose architecture reads it."""
-        return ("fidelity",) if model in FIDELITY_MODELS else ()
-

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import cv2
 import numpy as np
@@ -49,8 +50,10 @@ class RestorerOptions:
 class RestorationPredictor:
     """Loads once; ``restore`` runs one forward pass for a whole batch of crops."""
 
-    def __init__(self, model_name: str, store: ModelStore, options: RestorerOptions = RestorerOptions()) -> None:
+    def __init__(self, store: ModelStore, options: RestorerOptions, model_name: str) -> None:
+        """The arguments of a stage's predictor factory: the store, the options, the binding's model."""
         spec = store.spec(model_name)
+        self._store = store
         self._architecture = restorer_architecture(spec)
         self.model_name = model_name
         self.options = options
@@ -73,6 +76,19 @@ class RestorationPredictor:
         there the loaded weights are the check."""
         if self._model is not None and self.device.type == "cuda":
             self.restore([FaceToRestore(np.zeros((self.size_px, self.size_px, 3), np.uint8))])
+
+    def engine_info(self) -> EngineInfo:
+        """The engine this predictor runs (a job without ``model`` picks the first neural restorer by it)."""
+        return self.info
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "ok" if self.info.neural else "degraded",
+            "engine": self.info.engine,
+            "model": self.model_name,
+            "input_size_px": self.size_px,
+            "models": [self._store.status(self.model_name).to_json()],
+        }
 
     def admit(self, face: FaceToRestore) -> None:
         """Refuse a crop this stage must not run (``admission``): not the image contract, or over the crop cap."""

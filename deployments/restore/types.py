@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from deployments.common.engine import EngineInfo
+from deployments.common.stage import StageCall
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,3 +54,13 @@ class UpscaledTile:
 
     pixels: np.ndarray
     engine: EngineInfo
+
+
+FACE_RESTORER = "FaceRestorer"  # the class; each model's deployment is named in the manifest (``RESTORE_FACE.at``)
+BACKGROUND_UPSCALER = "BackgroundUpscaler"
+RESTORE_FACE: StageCall[FaceToRestore, RestoredFace] = StageCall(FACE_RESTORER, "restore")
+# The engine a restorer runs (the classic one without its weights); a job without ``model`` picks by it.
+RESTORER_ENGINE: StageCall[None, EngineInfo] = StageCall(FACE_RESTORER, "engine_info", batched=False)
+UPSCALE_TILE: StageCall[TileToUpscale, UpscaledTile] = StageCall(BACKGROUND_UPSCALER, "upscale")
+# Which engine upscales by a factor here (None: the job keeps Lanczos).
+BACKGROUND_ENGINE: StageCall[int, BackgroundEngine | None] = StageCall(BACKGROUND_UPSCALER, "engine_for", batched=False)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 import cv2
 import numpy as np
@@ -51,6 +52,7 @@ class UpscalerOptions:
 class UpscalePredictor:
     def __init__(self, store: ModelStore, options: UpscalerOptions = UpscalerOptions()) -> None:
         self.options = options
+        self._store = store
         self.device = pick_device(options.device)
         limit = options.max_input_megapixels
         self._max_input_pixels = None if limit is None else int(limit * 1_000_000)
@@ -74,6 +76,17 @@ class UpscalePredictor:
             for model, _ in self._models.values():
                 with torch.inference_mode():
                     model(torch.zeros(1, 3, 32, 32, device=self.device))
+
+    def health(self) -> dict[str, Any]:
+        engines = {scale: self.engine_for(scale) for scale in UPSCALE_MODELS}
+        neural = all(info is not None for info in engines.values())
+        names = dict.fromkeys(name for models in UPSCALE_MODELS.values() for name in models)
+        return {
+            "status": "ok" if neural else "degraded",
+            "engine": "+".join(sorted({info.info.engine for info in engines.values() if info})) or "lanczos",
+            "scales": {str(scale): info.info.to_json() if info else None for scale, info in engines.items()},
+            "models": [self._store.status(name).to_json() for name in names],
+        }
 
     def admit(self, tile: TileToUpscale) -> None:
         """Refuse a tile this stage must not run (``admission``): not the image contract, over the tile cap (a whole

@@ -11,16 +11,17 @@ import numpy as np
 
 from deployments.cartoon.compose import compose_cartoon, prepare_background
 from deployments.cartoon.params import CartoonParams
-from deployments.cartoon.types import StyleJob
+from deployments.cartoon.types import STYLIZE_BACKGROUND, STYLIZE_HEAD, ImageToStylize
 from deployments.common.admission import CARTOON_OUTPUT
 from deployments.common.engine import EngineInfo
 from deployments.common.params import parse_params
 from deployments.faces.align import align_all
+from deployments.faces.types import ANALYZE_FACES
 from deployments.video.pipeline import FrameResult, ProcessFrame
 from deployments.video.tracking import TrackedFace
 from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Timings, decode_upload
-from serve_app.jobs.deadline import run_stage
+from serve_app.jobs.deadline import run_in_worker
 from serve_app.jobs.results import JobResult, encode_job_result
 
 HEAD_TEMPLATE = "dctnet-288"
@@ -32,7 +33,7 @@ def parse(fields: Mapping[str, Any], context: JobContext) -> CartoonParams:
 
 async def run(backend: Backend, data: bytes, params: CartoonParams, context: JobContext) -> JobResult:
     timings = Timings()
-    with timings.stage("decode"):
+    with timings.phase("decode"):
         source = await decode_upload(data, context.limits, CARTOON_OUTPUT)
     cartoon = await cartoonize(backend, source.rgb, params, timings)
     return await encode_job_result(
@@ -62,25 +63,27 @@ async def cartoonize(
     tracked: Sequence[TrackedFace] | None = None,
 ) -> CartoonResult:
     """Whole image and heads: the photo's faces found here, or a video frame's ``tracked`` faces (with their fade)."""
-    with timings.stage("prepare"):
-        prepared = await run_stage(prepare_background, rgb)
-    with timings.stage("analyze+background"):
+    with timings.phase("prepare"):
+        prepared = await run_in_worker(prepare_background, rgb)
+    with timings.phase("analyze+background"):
         found, background = await asyncio.gather(
-            backend.analyze_faces(rgb) if tracked is None else _given(tracked),
-            backend.stylize_background(StyleJob(params.style, prepared.padded)),
+            backend.call(ANALYZE_FACES, rgb) if tracked is None else _given(tracked),
+            backend.call(STYLIZE_BACKGROUND, ImageToStylize(params.style, prepared.padded)),
         )
     chosen = list(found[: params.max_faces])
-    with timings.stage("align"):
-        aligned = await run_stage(align_all, rgb, chosen, HEAD_TEMPLATE)
-    with timings.stage("heads"):
-        heads = await asyncio.gather(*(backend.stylize_head(StyleJob(params.style, face.crop)) for face in aligned))
+    with timings.phase("align"):
+        aligned = await run_in_worker(align_all, rgb, chosen, HEAD_TEMPLATE)
+    with timings.phase("heads"):
+        heads = await asyncio.gather(
+            *(backend.call(STYLIZE_HEAD, ImageToStylize(params.style, face.crop)) for face in aligned)
+        )
     kept = [
         (face, head, chosen_face) for face, head, chosen_face in zip(aligned, heads, chosen) if head.image is not None
     ]
     pasted = [(head.image, face.matrix) for face, head, _ in kept]
     opacities = None if tracked is None else [chosen_face.opacity for _, _, chosen_face in kept]
-    with timings.stage("compose"):
-        result = await run_stage(compose_cartoon, background.image, prepared, pasted, opacities)
+    with timings.phase("compose"):
+        result = await run_in_worker(compose_cartoon, background.image, prepared, pasted, opacities)
     engines = [background.engine] + [head.engine for _, head, _ in kept]
     return CartoonResult(result, engines, len(pasted))
 

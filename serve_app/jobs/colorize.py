@@ -11,13 +11,13 @@ import numpy as np
 
 from deployments.colorize.params import ColorizeParams
 from deployments.colorize.pipeline import DEFAULT_SIZE_PX, gray_input, join_color
-from deployments.colorize.types import ColorizeJob
+from deployments.colorize.types import COLORIZE, DEFAULT_COLORIZE_MODEL, PhotoToColorize
 from deployments.common.admission import COLORIZE_OUTPUT
 from deployments.common.engine import EngineInfo
 from deployments.common.params import parse_params
 from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Timings, decode_upload
-from serve_app.jobs.deadline import run_stage
+from serve_app.jobs.deadline import run_in_worker
 from serve_app.jobs.results import JobResult, encode_job_result
 
 
@@ -30,20 +30,20 @@ async def colorize_photo(
 ) -> tuple[np.ndarray, EngineInfo]:
     """``rgb`` in colour and the engine that coloured it; ``ModelUnavailable`` (503, with the command that fetches
     the weights) when ``model``'s weights are absent."""
-    with timings.stage("prepare"):
-        gray = await run_stage(gray_input, rgb, size_px)
-    with timings.stage("colorize"):
-        predicted = await backend.colorize(ColorizeJob(gray, model))
-    with timings.stage("join"):
-        colored = await run_stage(join_color, rgb, predicted.ab)
+    with timings.phase("prepare"):
+        gray = await run_in_worker(gray_input, rgb, size_px)
+    with timings.phase("colorize"):
+        predicted = await backend.call(COLORIZE, PhotoToColorize(gray, model))
+    with timings.phase("join"):
+        colored = await run_in_worker(join_color, rgb, predicted.ab)
     return colored, predicted.engine
 
 
 async def run(backend: Backend, data: bytes, params: ColorizeParams, context: JobContext) -> JobResult:
     timings = Timings()
-    with timings.stage("decode"):
+    with timings.phase("decode"):
         source = await decode_upload(data, context.limits, COLORIZE_OUTPUT)
-    model = params.model or await backend.default_colorize_model()
+    model = params.model or await backend.call(DEFAULT_COLORIZE_MODEL)
     colored, engine = await colorize_photo(backend, source.rgb, model, timings, params.input_size)
     return await encode_job_result(
         "colorize",

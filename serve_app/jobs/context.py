@@ -1,4 +1,4 @@
-"""What every job needs besides its image and options: input limits, standards, styles, and a stage timer."""
+"""What every job needs besides its image and options: input limits, standards, styles, and a phase timer."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from deployments.video.pipeline import VideoOptions
 from deployments.video.probe import VideoLimits
 from deployments.video.tracking import TrackingOptions
 from serve_app.byte_caps import MediaCaps, media_caps
-from serve_app.jobs.deadline import run_stage
+from serve_app.jobs.deadline import run_in_worker
 from serve_app.settings import Settings
 
 
@@ -94,13 +94,13 @@ def _cartoon_styles(manifest_path: Path) -> tuple[str, ...]:
 
 
 class Timings:
-    """Wall-clock milliseconds per stage of one request, reported in the result metadata."""
+    """Wall-clock milliseconds per phase of one request, reported in the result metadata."""
 
     def __init__(self) -> None:
         self.ms: dict[str, float] = {}
 
     @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
+    def phase(self, name: str) -> Iterator[None]:
         start = time.perf_counter()
         try:
             yield
@@ -113,7 +113,7 @@ async def decode_upload(data: bytes, limits: Limits, cap: PixelCap, *, min_side_
     job's own ``cap`` (``deployments.common.admission``) is refused from its header, the 413 naming the cap it broke
     (``min_side_px``: see ``decode_image``)."""
     try:
-        return await run_stage(
+        return await run_in_worker(
             functools.partial(
                 decode_image,
                 data,

@@ -1,9 +1,9 @@
-"""A job's deadline, shared by every trigger (HTTP routes, the bucket runner): work stops at the next stage.
+"""A job's deadline, shared by every trigger (HTTP routes, the bucket runner): no worker thread starts after it.
 
-``asyncio.wait_for`` cancels a job's coroutine, but a stage already running in a worker thread (``asyncio.to_thread``)
-cannot be interrupted and keeps burning CPU; a retry started meanwhile doubles the load. So the CPU stages of a job run
-through ``run_stage``, which refuses to start once the job's deadline has passed or the job was stopped, and counts the
-threads still running, so a caller can wait for them (``within_deadline(..., wait_stopped=True)``: the bucket runner
+``asyncio.wait_for`` cancels a job's coroutine, but work already running in a worker thread (``asyncio.to_thread``)
+cannot be interrupted and keeps burning CPU; a retry started meanwhile doubles the load. So the CPU work of a job runs
+through ``run_in_worker``, which refuses to start once the job's deadline has passed or the job was stopped, and counts
+the threads still running, so a caller can wait for them (``within_deadline(..., wait_stopped=True)``: the bucket runner
 keeps the slot until the timed-out job has really stopped, so its retry never overlaps it).
 """
 
@@ -22,7 +22,7 @@ T = TypeVar("T")
 
 
 class JobDeadline:
-    """When the job must end, whether it was stopped, and how many of its stage threads still run."""
+    """When the job must end, whether it was stopped, and how many of its worker threads still run."""
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
@@ -50,7 +50,7 @@ class JobDeadline:
         return await asyncio.to_thread(self._tracked, fn, *args)
 
     async def wait_stopped(self) -> None:
-        """Until no stage thread of the job runs any more."""
+        """Until no worker thread of the job runs any more."""
         await self._idle.wait()
 
     def _tracked(self, fn: Callable[..., T], *args: Any) -> T:
@@ -66,7 +66,7 @@ class JobDeadline:
 _CURRENT: ContextVar[JobDeadline | None] = ContextVar("job_deadline", default=None)
 
 
-async def run_stage(fn: Callable[..., T], *args: Any) -> T:
+async def run_in_worker(fn: Callable[..., T], *args: Any) -> T:
     """``fn(*args)`` in a worker thread, not started once the current job's deadline passed or it was stopped."""
     deadline = _CURRENT.get()
     if deadline is None:
@@ -75,11 +75,11 @@ async def run_stage(fn: Callable[..., T], *args: Any) -> T:
 
 
 async def within_deadline(work: Coroutine[Any, Any, T], timeout_s: float, *, wait_stopped: bool = False) -> T:
-    """``await work`` under a deadline of ``timeout_s``; past it, ``RequestTimeout`` and no further stage starts
+    """``await work`` under a deadline of ``timeout_s``; past it, ``RequestTimeout`` and no further worker thread starts
     (``work`` is a coroutine not yet started: it runs in a task that sees this deadline).
 
-    With ``wait_stopped`` the error comes only once the stage running at the deadline has ended (the thread cannot
-    be interrupted), so the caller's next attempt never runs beside it."""
+    With ``wait_stopped`` the error comes only once the worker thread running at the deadline has ended (the thread
+    cannot be interrupted), so the caller's next attempt never runs beside it."""
     deadline = JobDeadline(timeout_s)
     token = _CURRENT.set(deadline)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from deployments.common.admission import PHOTO_STAGE_INPUT
+from deployments.faces.types import ANALYZE_FACES
 from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.schemas import FaceOut, FacesOut
@@ -11,10 +12,10 @@ from serve_app.schemas import FaceOut, FacesOut
 async def find_faces(backend: Backend, data: bytes, context: JobContext, engine: str) -> FacesOut:
     """``engine``: the analyzer's label from the manifest (the routes read it once)."""
     timings = Timings()
-    with timings.stage("decode"):
+    with timings.phase("decode"):
         image = await decode_upload(data, context.limits, PHOTO_STAGE_INPUT)
-    with timings.stage("analyze"):
-        faces = await backend.analyze_faces(image.rgb)
+    with timings.phase("analyze"):
+        faces = await backend.call(ANALYZE_FACES, image.rgb)
     return FacesOut(
         width=image.width,
         height=image.height,

@@ -7,11 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from deployments.common.admission import PHOTO_STAGE_INPUT
+from deployments.faces.types import ANALYZE_FACES
+from deployments.idphoto.matte import SEGMENT_PORTRAIT, PhotoToMatte, matte_engine_info
 from deployments.idphoto.params import IdPhotoParams, parse_params
 from deployments.idphoto.pipeline import make_id_photo, source_min_side_px
 from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Timings, decode_upload
-from serve_app.jobs.deadline import run_stage
+from serve_app.jobs.deadline import run_in_worker
 from serve_app.jobs.results import JobResult, build_meta, engine_summary
 
 
@@ -22,16 +24,17 @@ def parse(fields: Mapping[str, Any], context: JobContext) -> IdPhotoParams:
 async def run(backend: Backend, data: bytes, params: IdPhotoParams, context: JobContext) -> JobResult:
     timings = Timings()
     spec = params.resolve_spec(context.id_specs)
-    with timings.stage("decode"):
+    with timings.phase("decode"):
         source = await decode_upload(data, context.limits, PHOTO_STAGE_INPUT, min_side_px=source_min_side_px(spec))
-    with timings.stage("analyze+segment"):
+    with timings.phase("analyze+segment"):
         faces, low_matte = await asyncio.gather(
-            backend.analyze_faces(source.rgb), backend.segment_portrait(source.rgb, params.matting)
+            backend.call(ANALYZE_FACES, source.rgb),
+            backend.call(SEGMENT_PORTRAIT, PhotoToMatte(source.rgb, params.matting)),
         )
-    with timings.stage("compose"):
-        outcome = await run_stage(make_id_photo, source.rgb, faces, low_matte, params, context.id_specs)
+    with timings.phase("compose"):
+        outcome = await run_in_worker(make_id_photo, source.rgb, faces, low_matte, params, context.id_specs)
     timings.ms.update({f"idphoto.{stage}": round(ms, 2) for stage, ms in outcome.timings_ms.items()})
-    engine, weights = engine_summary([backend.matte_engine(params.matting)], fallback="none")
+    engine, weights = engine_summary([matte_engine_info(backend.manifest, params.matting)], fallback="none")
     meta = build_meta(
         "idphoto",
         params,

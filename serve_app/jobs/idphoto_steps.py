@@ -4,12 +4,17 @@ a standard) → ``background`` (a colour behind it) → ``watermark`` → ``layo
 inside [min_kb, max_kb]). A front-end mattes once and previews colours, sizes and sheets without matting again.
 
 Each step takes its own options (``deployments/idphoto/step_params.py``: another one is a 422 naming what it takes),
-validated by :class:`IdPhotoParams` (one validation place, the same names and ranges as ``/v1/idphoto``).
+validated by :class:`IdPhotoParams` (one validation place, the same names and ranges as ``/v1/idphoto``). A step
+writes its file at the source's DPI (300 without one) or at ``dpi``; crop's HD copy at the DPI that keeps the physical
+size, or at ``hd_dpi``. HivisionIDPhotos' API (``serve_app/routes/hivision.py``) is these steps and the whole job
+behind its wire format: what it answers that ours did not (a DPI per request, a photo fitted to a size before its
+sheet, a sheet under a KB ceiling) are options of the steps here.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -21,15 +26,17 @@ from deployments.common.admission import PHOTO_STAGE_INPUT
 from deployments.common.errors import InvalidParameter
 from deployments.common.image import DecodedImage, encode_image
 from deployments.common.params import JobParams
+from deployments.faces.types import ANALYZE_FACES
+from deployments.idphoto.matte import SEGMENT_PORTRAIT, PhotoToMatte, matte_engine_info
 from deployments.idphoto.output import encode_photo, encode_sheet, plan_sheet, render_sheet
 from deployments.idphoto.params import TRANSPARENT, IdPhotoParams, hex_to_rgb, parse_params
 from deployments.idphoto.pipeline import make_id_photo
 from deployments.idphoto.step_params import STEP_PARAMS
-from deployments.idphoto.steps import cut_out, matte_of_cut_out, on_white, put_background
+from deployments.idphoto.steps import cut_out, fit_to, matte_of_cut_out, on_white, put_background
 from deployments.idphoto.watermark import draw_watermark
 from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Timings, decode_upload
-from serve_app.jobs.deadline import run_stage
+from serve_app.jobs.deadline import run_in_worker
 from serve_app.jobs.results import JobResult, build_meta, engine_summary
 
 DEFAULT_DPI = 300.0
@@ -76,13 +83,13 @@ class Step:
     async def run(self, backend: Backend, data: bytes, params: JobParams, context: JobContext) -> JobResult:
         timings = Timings()
         full = parse_params(params.model_dump(by_alias=True, exclude_unset=True), context.id_specs)
-        with timings.stage("decode"):
+        with timings.phase("decode"):
             source = await decode_upload(data, context.limits, PHOTO_STAGE_INPUT)
         if self.needs_alpha and source.alpha is None:
             raise InvalidParameter(f"the {self.name} step needs a transparent image (the output of /v1/idphoto/matte)")
-        with timings.stage(self.name):
+        with timings.phase(self.name):
             result = await self.work(backend, source, full, context)
-        engines = [backend.matte_engine(full.matting)] if self.matting else []
+        engines = [matte_engine_info(backend.manifest, full.matting)] if self.matting else []
         engine, weights = engine_summary(engines, fallback="none")
         meta = build_meta(
             f"idphoto-{self.name}",
@@ -101,7 +108,10 @@ class Step:
         )
 
 
-def _dpi(source: DecodedImage) -> float:
+def _dpi(source: DecodedImage, params: IdPhotoParams) -> float:
+    """The DPI a step writes: ``dpi`` when the caller gave it, else the source's own (300 without one)."""
+    if "dpi" in params.model_fields_set:
+        return params.dpi
     return source.dpi[0] if source.dpi else DEFAULT_DPI
 
 
@@ -112,20 +122,20 @@ def _opaque(source: DecodedImage) -> np.ndarray:
 
 async def _matte(backend: Backend, source: DecodedImage, params: IdPhotoParams, context: JobContext) -> StepResult:
     """The person cut out of the whole photo: a transparent PNG of the source's size (``matting`` picks the model)."""
-    low = await backend.segment_portrait(source.rgb, params.matting)
-    person = await run_stage(cut_out, source.rgb, low)
-    dpi = (_dpi(source),) * 2
-    png = await run_stage(functools.partial(encode_image, person.rgb, "png", alpha=person.alpha, dpi=dpi))
+    low = await backend.call(SEGMENT_PORTRAIT, PhotoToMatte(source.rgb, params.matting))
+    person = await run_in_worker(cut_out, source.rgb, low)
+    dpi = (_dpi(source, params),) * 2
+    png = await run_in_worker(functools.partial(encode_image, person.rgb, "png", alpha=person.alpha, dpi=dpi))
     return StepResult(png, "image/png", (source.width, source.height))
 
 
 async def _crop(backend: Backend, source: DecodedImage, params: IdPhotoParams, context: JobContext) -> StepResult:
     """A transparent cut-out (from the matte step) framed to a standard (``spec``) or a custom size, with the
     touch-ups; ``return=json`` adds the compliance report and, with ``hd``, the HD copy (``hd_b64``)."""
-    faces = await backend.analyze_faces(on_white(source.rgb, source.alpha))
+    faces = await backend.call(ANALYZE_FACES, on_white(source.rgb, source.alpha))
     framed = params.model_copy(update={"background": TRANSPARENT, "format": "png"})
     low = matte_of_cut_out(source.alpha)
-    outcome = await run_stage(make_id_photo, source.rgb, faces, low, framed, context.id_specs)
+    outcome = await run_in_worker(make_id_photo, source.rgb, faces, low, framed, context.id_specs)
     spec = framed.resolve_spec(context.id_specs)
     report = outcome.report.to_json()
     hd = (
@@ -143,8 +153,8 @@ async def _background(backend: Backend, source: DecodedImage, params: IdPhotoPar
     colour = params.background_colour(params.resolve_spec(context.id_specs))
     if colour == TRANSPARENT:
         raise InvalidParameter("the background step puts a colour behind the person: name one, not transparent")
-    rgb = await run_stage(put_background, source.rgb, source.alpha, hex_to_rgb(colour), params.render)
-    return await _encoded(rgb, _dpi(source), params)
+    rgb = await run_in_worker(put_background, source.rgb, source.alpha, hex_to_rgb(colour), params.render)
+    return await _encoded(rgb, _dpi(source, params), params)
 
 
 async def _watermark(backend: Backend, source: DecodedImage, params: IdPhotoParams, context: JobContext) -> StepResult:
@@ -152,8 +162,8 @@ async def _watermark(backend: Backend, source: DecodedImage, params: IdPhotoPara
     mark = params.watermark()
     if mark is None:
         raise InvalidParameter("the watermark step needs watermark_text")
-    marked = await run_stage(draw_watermark, _opaque(source), mark)
-    result = await _encoded(marked.rgb, _dpi(source), params)
+    marked = await run_in_worker(draw_watermark, _opaque(source), mark)
+    result = await _encoded(marked.rgb, _dpi(source, params), params)
     return StepResult(
         result.body, result.media_type, result.size_wh, attachments={"font": marked.font, **(result.attachments or {})}
     )
@@ -163,26 +173,32 @@ async def _filesize(backend: Backend, source: DecodedImage, params: IdPhotoParam
     """The photo as a JPEG inside [``min_kb``, ``max_kb``] (quality searched, never padded)."""
     if params.min_kb is None and params.max_kb is None:
         raise InvalidParameter("the filesize step needs min_kb, max_kb or both")
-    return await _encoded(_opaque(source), _dpi(source), params)
+    return await _encoded(_opaque(source), _dpi(source, params), params)
 
 
 async def _layout(backend: Backend, source: DecodedImage, params: IdPhotoParams, context: JobContext) -> StepResult:
-    """Copies at the photo's physical size (its DPI, or ``dpi``) on the sheet ``layout`` names."""
+    """Copies at the photo's physical size (its DPI, or ``dpi``; resized to ``width_px`` x ``height_px`` first when
+    given) on the sheet ``layout`` names; ``min_kb``/``max_kb`` for a JPEG sheet inside them."""
     canvas = params.sheet_canvas()
     if canvas is None:
         raise InvalidParameter("the layout step needs layout: 6inch, 5inch, a4, 3r, 4r or custom")
-    photo_dpi = params.dpi if "dpi" in params.model_fields_set else _dpi(source)
-    plan = plan_sheet(canvas, (source.width, source.height), photo_dpi)
+    size = (source.width, source.height) if params.width_px is None else (params.width_px, params.height_px)
+    photo_dpi = _dpi(source, params)
+    plan = plan_sheet(canvas, size, photo_dpi)
     if plan.count == 0:
-        raise InvalidParameter(f"a {source.width}x{source.height} px photo at {photo_dpi:g} DPI does not fit the sheet")
-    sheet = await run_stage(functools.partial(render_sheet, _opaque(source), plan, cut_lines=params.cut_lines))
-    body = await run_stage(encode_sheet, sheet, params.format, canvas.dpi)
+        raise InvalidParameter(f"a {size[0]}x{size[1]} px photo at {photo_dpi:g} DPI does not fit the sheet")
+    photo = await run_in_worker(fit_to, _opaque(source), size)
+    sheet = await run_in_worker(functools.partial(render_sheet, photo, plan, cut_lines=params.cut_lines))
+    if params.min_kb is not None or params.max_kb is not None:
+        encoded = await _encoded(sheet, canvas.dpi, params)
+        return dataclasses.replace(encoded, attachments={"copies": plan.count, **(encoded.attachments or {})})
+    body = await run_in_worker(encode_sheet, sheet, params.format, canvas.dpi)
     media_type = "image/png" if params.format == "png" else "image/jpeg"
     return StepResult(body, media_type, plan.sheet_wh, attachments={"copies": plan.count})
 
 
 async def _encoded(rgb: np.ndarray, dpi: float, params: IdPhotoParams) -> StepResult:
-    encoded = await run_stage(
+    encoded = await run_in_worker(
         functools.partial(encode_photo, rgb, params.format, dpi, min_kb=params.min_kb, max_kb=params.max_kb)
     )
     return StepResult(

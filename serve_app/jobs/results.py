@@ -13,7 +13,7 @@ from deployments.common.engine import EngineInfo
 from deployments.common.image import MEDIA_TYPES, DecodedImage, encode_image, resize_alpha
 from serve_app import __version__
 from serve_app.jobs.context import Timings
-from serve_app.jobs.deadline import run_stage
+from serve_app.jobs.deadline import run_in_worker
 from serve_app.schemas import ResultMeta, WeightsOut
 
 # Images a result may carry beside its own, in its media type: an ID photo's print sheet and HD copy. Each travels as
@@ -177,8 +177,8 @@ async def encode_job_result(
 ) -> JobResult:
     """The last step of the image-to-image jobs: encode like the source (in a worker thread) and describe it."""
     fmt = output_format(params.format, source)
-    with timings.stage("encode"):
-        body = await run_stage(encode_like_source, rgb, fmt, source)
+    with timings.phase("encode"):
+        body = await run_in_worker(encode_like_source, rgb, fmt, source)
     engine, weights = engine_summary(engines, fallback=fallback_engine)
     meta = build_meta(
         job,

@@ -9,6 +9,7 @@ last finished chunk; they are deleted once the result is written.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import json
 import math
@@ -20,6 +21,7 @@ from typing import Any
 
 from deployments.common.errors import UnsupportedVideo, VideoTooLarge
 from deployments.common.params import JobParams
+from deployments.faces.types import ANALYZE_FACES
 from deployments.video.pipeline import ChunkStore, FolderChunkStore, transcode_video
 from deployments.video.probe import estimate_output_bytes, looks_like_video, probe_video
 from serve_app.backend import Backend
@@ -72,7 +74,7 @@ async def run_video(
     report = await transcode_video(
         video.path,
         info,
-        backend.analyze_faces,
+        functools.partial(backend.call, ANALYZE_FACES),
         process_frame,
         video.chunks,
         video.result,

@@ -1,6 +1,6 @@
 """``BucketRunner``: the bucket-event trigger of the pipeline graph, one replica. The only Ray code of the runner.
 
-It holds the same model handles as the ingress and runs jobs in-process through them (``HandleBackend``), never
+It holds the same model handles as the ingress and runs jobs in-process through them (``handle_backend``), never
 through its own HTTP endpoint. ``user_config`` (validated in ``reconfigure``, loop check included):
 
     routes: [ {name, input, output, task, params, suffixes, event_bucket, poll, store}, ... ]
@@ -33,7 +33,7 @@ from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, 
 from deployments.common.deployment import record_event_lag, record_retention_deleted
 from deployments.common.errors import InvalidParameter, ServiceError
 from serve_app.auth import AuthConfig, load_keys
-from serve_app.handles import HandleBackend, Stages
+from serve_app.handles import Stages, handle_backend
 from serve_app.jobs import JOBS, job_context
 from serve_app.runner.config import RunnerConfig
 from serve_app.runner.folders import buckets_root, require_input_folders
@@ -81,7 +81,7 @@ def _observe_outcome(outcome: ObjectOutcome) -> None:
 class BucketRunner:
     def __init__(self, stages: Stages, jobs: JobsConfig | None = None, auth: AuthConfig | None = None) -> None:
         settings = get_settings()
-        self._backend = HandleBackend(stages, manifest=settings.open_model_store().manifest)
+        self._backend = handle_backend(stages, settings.open_model_store().manifest)
         self._context = job_context(settings)
         self._buckets_root = settings.buckets_root
         self._config = RunnerConfig()

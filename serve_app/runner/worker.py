@@ -51,7 +51,7 @@ StoreOpener = Callable[..., ObjectStore]
 
 
 def job_executor(backend: Backend, context: JobContext) -> JobExecutor:
-    """Run jobs in-process against ``backend`` (the Serve handles, or ``LocalBackend``)."""
+    """Run jobs in-process against ``backend`` (the Serve handles, or ``in_process_backend``)."""
 
     async def execute(task: str, data: bytes, params: JobParams) -> JobResult:
         return await run_job(backend, task, data, params, context)

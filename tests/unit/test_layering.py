@@ -12,7 +12,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 RAY_ALLOWED = {"deployment.py"}
 # The Serve edge: the only serve_app modules that may import Ray. Routes, jobs and the bucket core stay testable
 # without a cluster.
-SERVE_EDGE = {"app.py", "ingress.py", "handles.py", "deployment.py"}
+SERVE_EDGE = {"app.py", "ingress.py", "handles.py", "stages.py", "deployment.py"}
 # What each top-level package may import of ours: never a package above it. The one exception is the error tree
 # (``deployments.common.errors``), the vocabulary every layer reports in, so store errors keep their codes end to end.
 ALLOWED_OURS = {

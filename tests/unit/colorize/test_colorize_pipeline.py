@@ -12,7 +12,7 @@ from torch.nn import functional as F
 from deployments.colorize.params import COLORIZE_MODELS
 from deployments.colorize.pipeline import gray_input, join_color, nearest_indices
 from deployments.colorize.predictor import ColorizationPredictor
-from deployments.colorize.types import ColorizeJob
+from deployments.colorize.types import PhotoToColorize
 from deployments.common.batching import ItemFailure, run_per_item
 from deployments.common.errors import InvalidParameter, ModelUnavailable
 from deployments.common.weights import ModelStore, load_manifest
@@ -69,7 +69,7 @@ def test_predictor_batches_by_model_and_size_and_matches_the_network(
     tiny_store: ModelStore, astronaut_rgb: np.ndarray
 ) -> None:
     predictor = ColorizationPredictor(tiny_store)
-    jobs = [ColorizeJob(gray_input(astronaut_rgb, size), TINY) for size in (64, 32, 64)]
+    jobs = [PhotoToColorize(gray_input(astronaut_rgb, size), TINY) for size in (64, 32, 64)]
     results = predictor.predict(jobs)
     assert [r.ab.shape for r in results] == [(2, 64, 64), (2, 32, 32), (2, 64, 64)]
     assert results[0].engine.engine == "ddcolor" and results[0].engine.weights == TINY
@@ -87,7 +87,11 @@ def test_absent_weights_fail_only_their_items_with_the_fetch_command(
     gray = gray_input(astronaut_rgb, 32)
     outcomes = run_per_item(
         predictor.predict,
-        [ColorizeJob(gray, "ddcolor_modelscope"), ColorizeJob(gray, TINY), ColorizeJob(gray[:, :, :16], TINY)],
+        [
+            PhotoToColorize(gray, "ddcolor_modelscope"),
+            PhotoToColorize(gray, TINY),
+            PhotoToColorize(gray[:, :, :16], TINY),
+        ],
         predictor.admit,
         "Colorizer",
     )
@@ -98,4 +102,4 @@ def test_absent_weights_fail_only_their_items_with_the_fetch_command(
     assert done.ab.shape == (2, 32, 32)
     assert isinstance(refused, ItemFailure) and isinstance(refused.error, InvalidParameter)
     with pytest.raises(InvalidParameter, match="unknown colorization model 'gpen-bfr-512'"):
-        predictor.admit(ColorizeJob(gray, "gpen-bfr-512"))
+        predictor.admit(PhotoToColorize(gray, "gpen-bfr-512"))

@@ -20,11 +20,11 @@ import torch
 from ray import serve
 
 from deployments.cartoon.deployment import Cartoonizer
-from deployments.cartoon.types import StyleJob
+from deployments.cartoon.types import ImageToStylize
 from deployments.common.batching import ItemFailure, run_per_item
 from deployments.faces.deployment import FaceAnalyzer
 from deployments.idphoto.deployment import PortraitMatter
-from deployments.idphoto.matte import MatteRequest
+from deployments.idphoto.matte import PhotoToMatte
 from deployments.restore.deployment import BackgroundUpscaler, FaceRestorer
 from deployments.restore.types import FaceToRestore, TileToUpscale
 from deployments.restore.upscaler import UpscalePredictor, UpscalerOptions
@@ -37,8 +37,7 @@ POISON_AT = 5
 @dataclass
 class Case:
     make: Callable[[], Any]  # the deployment's class, outside Serve
-    method: str  # its batched method
-    plain: str  # the predictor's batch function the method runs
+    method: str  # its batched method, and the predictor's batch function of that name it runs
     good: Callable[[], Any]  # a valid item (a new object per call)
     refused: Any  # an item the stage must refuse
     refused_code: str
@@ -61,7 +60,6 @@ def cases(portrait, tmp_path, mediapipe_dir) -> dict[str, Case]:
     return {
         "FaceAnalyzer": Case(
             FaceAnalyzer.func_or_class,
-            "analyze",
             "analyze_batch",
             lambda: portrait.copy(),
             np.zeros((1, 1, 3), np.uint8),  # decodes fine; the detectors need 8 px a side
@@ -70,16 +68,14 @@ def cases(portrait, tmp_path, mediapipe_dir) -> dict[str, Case]:
         ),
         "PortraitMatter": Case(
             PortraitMatter.func_or_class,
-            "segment",
             "segment_batch",
-            lambda: MatteRequest(portrait.copy(), "selfie"),
-            MatteRequest(portrait.astype(np.float32), "selfie"),
+            lambda: PhotoToMatte(portrait.copy(), "selfie"),
+            PhotoToMatte(portrait.astype(np.float32), "selfie"),
             "invalid_parameter",
             lambda matte: matte.matting == "selfie" and tuple(matte.source_shape) == (256, 256),
         ),
         "FaceRestorer": Case(
-            lambda: FaceRestorer.func_or_class("gpen-bfr-256"),
-            "restore",
+            lambda: FaceRestorer.func_or_class("FaceRestorer256", "gpen-bfr-256"),
             "restore",
             lambda: FaceToRestore(portrait.copy()),
             FaceToRestore(np.zeros((1100, 1100, 3), np.uint8)),  # over the crop cap
@@ -89,27 +85,24 @@ def cases(portrait, tmp_path, mediapipe_dir) -> dict[str, Case]:
         "BackgroundUpscaler": Case(
             upscaler,
             "upscale",
-            "upscale",
             lambda: TileToUpscale(tile.copy(), 2),
             TileToUpscale(np.zeros((600, 600, 3), np.uint8), 2),  # a whole photo, not a tile
             "image_too_many_pixels",
             lambda done: done.pixels.shape == (128, 128, 3),
         ),
         "CartoonBackground": Case(
-            lambda: Cartoonizer.func_or_class("background"),
+            lambda: Cartoonizer.func_or_class("CartoonBackground", "background"),
             "stylize",
-            "stylize",
-            lambda: StyleJob("anime", tile.copy()),
-            StyleJob("cubist", tile.copy()),
+            lambda: ImageToStylize("anime", tile.copy()),
+            ImageToStylize("cubist", tile.copy()),
             "invalid_parameter",
             lambda done: done.image.shape == (64, 64, 3),
         ),
         "CartoonHead": Case(
-            lambda: Cartoonizer.func_or_class("head"),
+            lambda: Cartoonizer.func_or_class("CartoonHead", "head"),
             "stylize",
-            "stylize",
-            lambda: StyleJob("anime", tile.copy()),
-            StyleJob("anime", np.zeros((720, 2064, 3), np.uint8)),  # over DCT-Net's input cap
+            lambda: ImageToStylize("anime", tile.copy()),
+            ImageToStylize("anime", np.zeros((720, 2064, 3), np.uint8)),  # over DCT-Net's input cap
             "image_too_many_pixels",
             lambda done: done.engine.engine in ("none", "dctnet"),
         ),
@@ -123,9 +116,7 @@ def outside_serve(monkeypatch) -> list[int]:
     context = SimpleNamespace(_deployment_config=SimpleNamespace(max_ongoing_requests=64))
     monkeypatch.setattr(serve, "get_replica_context", lambda: context)
     sizes: list[int] = []
-    for module in ("deployments.faces.deployment", "deployments.idphoto.deployment", "deployments.restore.deployment"):
-        monkeypatch.setattr(sys.modules[module], "record_batch", lambda stage, size: sizes.append(size))
-    monkeypatch.setattr(sys.modules["deployments.cartoon.deployment"], "record_batch", lambda s, n: sizes.append(n))
+    monkeypatch.setattr(sys.modules["deployments.common.deployment"], "record_batch", lambda s, n: sizes.append(n))
     return sizes
 
 
@@ -135,7 +126,7 @@ def batch_of_eight(case: Case, poison: Any) -> list[Any]:
 
 def run_plain(replica: Any, case: Case, items: list[Any]) -> list[Any]:
     predictor = replica._predictor
-    return run_per_item(getattr(predictor, case.plain), items, predictor.admit, case.method)
+    return run_per_item(getattr(predictor, case.method), items, predictor.admit, case.method)
 
 
 def run_batched(replica: Any, case: Case, items: list[Any], sizes: list[int]) -> list[Any]:
@@ -191,14 +182,14 @@ def test_an_out_of_memory_fails_only_the_item_that_caused_it(stage, via, cases, 
     case = cases[stage]
     replica = case.make()
     poison = case.good()
-    batch_function = getattr(replica._predictor, case.plain)
+    batch_function = getattr(replica._predictor, case.method)
 
     def running_out_of_memory_with_the_poison(items):
         if any(item is poison for item in items):
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 24.50 GiB")
         return batch_function(items)
 
-    monkeypatch.setattr(replica._predictor, case.plain, running_out_of_memory_with_the_poison)
+    monkeypatch.setattr(replica._predictor, case.method, running_out_of_memory_with_the_poison)
     items = batch_of_eight(case, poison)
     outcomes = run_eight(via, replica, case, items)
     assert_seven_succeed(case, outcomes, "overloaded")
@@ -207,7 +198,7 @@ def test_an_out_of_memory_fails_only_the_item_that_caused_it(stage, via, cases, 
 
 def test_every_batched_method_answers_per_item():
     """A deployment added later (the Colorizer...) follows the same pattern: each ``@serve.batch`` method of every
-    ``deployment.py`` returns ``run_per_item``'s outcomes, so its items fail alone."""
+    ``deployment.py`` returns ``ModelReplica.run_batch``'s outcomes (``run_per_item``), so its items fail alone."""
     methods = {}
     for path in sorted((REPO_ROOT / "deployments").glob("*/deployment.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -215,6 +206,7 @@ def test_every_batched_method_answers_per_item():
                 "serve.batch" in ast.unparse(decorator) for decorator in node.decorator_list
             )
             if batched:
-                methods[f"{path.parent.name}.{node.name}"] = "run_per_item" in ast.unparse(node)
-    assert {"faces.analyze", "idphoto.segment", "restore.restore", "restore.upscale", "cartoon.stylize"} <= set(methods)
+                methods[f"{path.parent.name}.{node.name}"] = f"self.run_batch({node.name!r}" in ast.unparse(node)
+    expected = {"faces.analyze_batch", "idphoto.segment_batch", "restore.restore", "restore.upscale", "cartoon.stylize"}
+    assert expected | {"colorize.predict"} <= set(methods)
     assert all(methods.values()), methods

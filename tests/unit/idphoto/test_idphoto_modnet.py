@@ -11,7 +11,7 @@ import torch
 
 from deployments.common.errors import InternalError, InvalidParameter, ModelUnavailable
 from deployments.common.onnx_graph import read_onnx
-from deployments.idphoto.matte import MatteRequest
+from deployments.idphoto.matte import PhotoToMatte
 from deployments.idphoto.modnet import ModNet, load_modnet, map_onnx_weights, prepare_input, reference_size
 from deployments.idphoto.params import parse_params
 
@@ -93,10 +93,10 @@ def test_a_mixed_batch_answers_each_request_as_if_alone(matter, astronaut_rgb):
     flipped = np.ascontiguousarray(astronaut_rgb[:, ::-1])
     wide = np.ascontiguousarray(np.concatenate([astronaut_rgb, flipped], axis=1))  # another input size
     requests = [
-        MatteRequest(astronaut_rgb, "modnet"),
-        MatteRequest(wide, "modnet"),
-        MatteRequest(astronaut_rgb, "selfie"),
-        MatteRequest(flipped, "modnet"),  # same size as the first: one group (one pass on a GPU)
+        PhotoToMatte(astronaut_rgb, "modnet"),
+        PhotoToMatte(wide, "modnet"),
+        PhotoToMatte(astronaut_rgb, "selfie"),
+        PhotoToMatte(flipped, "modnet"),  # same size as the first: one group (one pass on a GPU)
     ]
     batched = matter.segment_batch(requests)
     assert [low.matting for low in batched] == ["modnet", "modnet", "selfie", "modnet"]
@@ -117,4 +117,4 @@ def test_matting_mode_is_checked_at_the_edge_and_inside():
 
 def test_an_unknown_mode_reaching_the_matter_is_our_bug(matter, astronaut_rgb):
     with pytest.raises(InternalError, match="grabcut"):
-        matter.segment_batch([MatteRequest(astronaut_rgb, "grabcut")])
+        matter.segment_batch([PhotoToMatte(astronaut_rgb, "grabcut")])

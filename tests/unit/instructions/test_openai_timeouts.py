@@ -9,19 +9,18 @@ import base64
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.stage_doubles import FaceAnalysisDouble
+
 LATE_S = 5.0  # far past the 0.3 s timeout below; short enough that the test ends if the timeout is not applied
 
 
-class LateFaces:
+class LateFaces(FaceAnalysisDouble):
     """The real engines, except a face analysis that answers only after ``LATE_S``; ``abandoned`` counts calls the
     caller gave up on."""
 
     def __init__(self, backend) -> None:
-        self._backend = backend
+        super().__init__(backend)
         self.abandoned = 0
-
-    def __getattr__(self, name: str):
-        return getattr(self._backend, name)
 
     async def analyze_faces(self, image):
         try:
@@ -29,7 +28,7 @@ class LateFaces:
         except asyncio.CancelledError:
             self.abandoned += 1
             raise
-        return await self._backend.analyze_faces(image)
+        return await super().analyze_faces(image)
 
 
 @pytest.fixture

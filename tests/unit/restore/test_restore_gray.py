@@ -72,7 +72,9 @@ def codeformer_predictor(tmp_path: Path, monkeypatch) -> restorer.RestorationPre
     )
     tiny = dataclasses.replace(codeformer.RESTORER, load=lambda p: load_codeformer(p, config=TINY))
     monkeypatch.setattr(codeformer, "RESTORER", tiny)  # what restorer_architecture finds for "codeformer"
-    return restorer.RestorationPredictor("codeformer", ModelStore(tmp_path, {"codeformer": spec}))
+    return restorer.RestorationPredictor(
+        ModelStore(tmp_path, {"codeformer": spec}), restorer.RestorerOptions(), "codeformer"
+    )
 
 
 def test_is_gray_agrees_with_the_official_test(astronaut_rgb, gray_face):

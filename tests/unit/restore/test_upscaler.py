@@ -18,10 +18,10 @@ from deployments.common.weights import ModelStore, load_manifest, sha256_of
 from deployments.restore.params import RestoreParams
 from deployments.restore.realesrgan import RrdbConfig, build_realesrgan, upscale_image_realesrgan
 from deployments.restore.tiles import paste_tile, realesrgan_multiple_px, split_tiles
-from deployments.restore.types import TileToUpscale
+from deployments.restore.types import BACKGROUND_ENGINE, BACKGROUND_UPSCALER, TileToUpscale
 from deployments.restore.upscaler import UpscalePredictor, UpscalerOptions
 from serve_app.jobs.restore import upscale_background
-from serve_app.local_backend import LocalBackend
+from serve_app.local_backend import in_process_backend
 from tests.conftest import REPO_ROOT
 
 TINY = {"num_feat": 8, "num_block": 1, "num_grow_ch": 4}
@@ -91,7 +91,7 @@ def test_a_mixed_batch_keeps_its_order(tmp_path, mediapipe_dir, photo):
 
 
 def test_the_restore_job_upscales_the_background_with_realesrgan_or_lanczos(tmp_path, mediapipe_dir, photo):
-    backend = LocalBackend(store_with(tmp_path, mediapipe_dir, (2,)))
+    backend = in_process_backend(store_with(tmp_path, mediapipe_dir, (2,)))
     neural, engine = asyncio.run(upscale_background(backend, photo, parse_params(RestoreParams, {"upscale": "2"})))
     assert engine.weights == "realesrgan-x2plus" and neural.shape == (180, 206, 3)
     declined = parse_params(RestoreParams, {"upscale": "2", "bg_upsampler": "lanczos"})
@@ -110,12 +110,14 @@ def test_fidelity_belongs_to_codeformer():
 
 def test_a_photo_above_the_replicas_limit_keeps_lanczos(tmp_path, mediapipe_dir, photo):
     store = store_with(tmp_path, mediapipe_dir, (2,))
-    backend = LocalBackend(store)
-    backend._upscaler = UpscalePredictor(store, UpscalerOptions(device="cpu", max_input_megapixels=0.009))
     params = parse_params(RestoreParams, {"upscale": "2"})
-    assert asyncio.run(upscale_background(backend, photo, params))[1] is None  # 90x103 = 0.0093 MP
-    backend._upscaler = UpscalePredictor(store, UpscalerOptions(device="cpu", max_input_megapixels=0.01))
-    assert asyncio.run(upscale_background(backend, photo, params))[1].weights == "realesrgan-x2plus"
+
+    def upscaled_by(max_input_megapixels: float):
+        options = {BACKGROUND_UPSCALER: {"device": "cpu", "max_input_megapixels": max_input_megapixels}}
+        return asyncio.run(upscale_background(in_process_backend(store, options=options), photo, params))[1]
+
+    assert upscaled_by(0.009) is None  # 90x103 = 0.0093 MP
+    assert upscaled_by(0.01).weights == "realesrgan-x2plus"
 
 
 def test_the_builtin_realesrgan_upscales_the_background_of_a_restore_request(realesrgan_builtin_store, photo):
@@ -127,7 +129,7 @@ def test_the_builtin_realesrgan_upscales_the_background_of_a_restore_request(rea
 
     store = ModelStore(realesrgan_builtin_store, load_manifest(REPO_ROOT / "configs" / "models.yaml"))
     app = create_api()
-    app.state.backend = LocalBackend(store)  # its CPU limit (0.25 MP) takes this 32x28 photo: one 52 px tile
+    app.state.backend = in_process_backend(store)  # its CPU limit (0.25 MP) takes this 32x28 photo: one 52 px tile
     app.state.settings = Settings(model_store=str(realesrgan_builtin_store))
     image = encode_image(np.ascontiguousarray(photo[:32, :28]), "png")
     answer = TestClient(app).post("/v1/restore", files={"image": ("p.png", image, "image/png")}, data={"upscale": "2"})
@@ -137,7 +139,7 @@ def test_the_builtin_realesrgan_upscales_the_background_of_a_restore_request(rea
     assert answer.headers["X-Portrait-Engine"] == "realesrgan"
     assert answer.headers["X-Portrait-Weights"] == f'realesrgan-x4plus-ncnn@{sha256[:12]};label="{label}"'
     assert Image.open(io.BytesIO(answer.content)).size == (56, 64)
-    health = asyncio.run(app.state.backend.background_engine(2)).info.to_json()  # what /healthz shows per scale
+    health = asyncio.run(app.state.backend.call(BACKGROUND_ENGINE, 2)).info.to_json()  # what /healthz shows per scale
     assert (health["weights"], health["weights_label"], health["weights_state"]) == (
         "realesrgan-x4plus-ncnn",
         label,

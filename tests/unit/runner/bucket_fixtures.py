@@ -11,8 +11,9 @@ import pytest
 
 from deployments.common.image import encode_image
 from deployments.common.weights import ModelStore, load_manifest
+from serve_app.backend import Backend
 from serve_app.jobs import JobContext, job_context
-from serve_app.local_backend import LocalBackend
+from serve_app.local_backend import in_process_backend
 from serve_app.runner.leases import Leases
 from serve_app.runner.outcomes import RetryPolicy
 from serve_app.runner.routing import build_routing_table
@@ -28,10 +29,10 @@ def job_ctx() -> JobContext:
 
 
 @pytest.fixture(scope="session")
-def local_backend(mediapipe_dir) -> LocalBackend:
+def local_backend(mediapipe_dir) -> Backend:
     """Real engines; the model store is the one holding the built-in models (GPEN absent → classic restorer)."""
     settings = Settings(model_store=str(mediapipe_dir.parent))
-    return LocalBackend(ModelStore(settings.model_store, load_manifest(settings.models_manifest)))
+    return in_process_backend(ModelStore(settings.model_store, load_manifest(settings.models_manifest)))
 
 
 @pytest.fixture(scope="session")

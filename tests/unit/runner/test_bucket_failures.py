@@ -11,7 +11,7 @@ import time
 import pytest
 
 from deployments.common.errors import ModelUnavailable, RequestTimeout
-from serve_app.jobs.deadline import run_stage, within_deadline
+from serve_app.jobs.deadline import run_in_worker, within_deadline
 from serve_app.runner.outcomes import RetryPolicy, Status
 from serve_app.runner.triggers.events import ObjectEvent
 from serve_app.runner.triggers.sqs import SqsConfig, SqsConsumer
@@ -216,9 +216,9 @@ class SlowJob:
 
     async def __call__(self, task, data, params):
         self.runs += 1
-        await run_stage(self._stage, self.stage_s)
+        await run_in_worker(self._stage, self.stage_s)
         self.second_stages += 1
-        await run_stage(self._stage, 0.0)
+        await run_in_worker(self._stage, 0.0)
         raise AssertionError("the job should have timed out")
 
 

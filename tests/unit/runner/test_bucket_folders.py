@@ -13,6 +13,7 @@ from serve_app.runner.outcomes import RetryPolicy, Status
 from serve_app.runner.routing import BucketRoute, build_routing_table
 from serve_app.runner.worker import BucketWorker, job_executor
 from storage.local import LocalStore
+from tests.stage_doubles import FaceAnalysisDouble
 
 FAST_RETRY = RetryPolicy(max_attempts=2, initial_backoff_s=0.01, max_backoff_s=0.01)
 
@@ -68,17 +69,14 @@ def test_a_missing_input_folder_refuses_to_start_and_names_it(tmp_path, job_ctx)
     require_input_folders(table, node="node-b")  # the output folder is created when the first result is written
 
 
-class DownBackend:
+class DownBackend(FaceAnalysisDouble):
     """The real backend behind a face analyzer that never comes back (the replicas are lost)."""
 
     def __init__(self, backend) -> None:
-        self._backend = backend
+        super().__init__(backend)
 
     async def analyze_faces(self, image):
         raise ModelUnavailable("FaceAnalyzer has no replica")
-
-    def __getattr__(self, name):
-        return getattr(self._backend, name)
 
 
 def worker_for(tmp_path, backend, job_ctx) -> BucketWorker:

@@ -14,14 +14,15 @@ from deployments.common.errors import InternalError, ModelUnavailable
 from serve_app.runner.outcomes import Status
 from serve_app.runner.triggers.events import ObjectEvent
 from storage.local import LocalStore
+from tests.stage_doubles import FaceAnalysisDouble
 from tests.unit.runner.bucket_fixtures import make_worker
 
 
-class FlakyBackend:
+class FlakyBackend(FaceAnalysisDouble):
     """The real backend behind a face analyzer that is down for its first ``failures`` calls (a replica restart)."""
 
     def __init__(self, backend, failures: int) -> None:
-        self._backend = backend
+        super().__init__(backend)
         self.failures_left = failures
         self.calls = 0
 
@@ -30,17 +31,14 @@ class FlakyBackend:
         if self.failures_left > 0:
             self.failures_left -= 1
             raise ModelUnavailable("FaceAnalyzer is restarting")
-        return await self._backend.analyze_faces(image)
-
-    def __getattr__(self, name):
-        return getattr(self._backend, name)
+        return await super().analyze_faces(image)
 
 
-class BuggyBackend:
+class BuggyBackend(FaceAnalysisDouble):
     """The real backend behind a face analyzer with a bug: ``error`` on every call."""
 
     def __init__(self, backend, error: Exception) -> None:
-        self._backend = backend
+        super().__init__(backend)
         self._error = error
         self.calls = 0
 
@@ -48,15 +46,12 @@ class BuggyBackend:
         self.calls += 1
         raise self._error
 
-    def __getattr__(self, name):
-        return getattr(self._backend, name)
 
-
-class ConcurrencyProbe:
+class ConcurrencyProbe(FaceAnalysisDouble):
     """The real backend, recording how many face analyses ran at once."""
 
     def __init__(self, backend) -> None:
-        self._backend = backend
+        super().__init__(backend)
         self.running = 0
         self.peak = 0
 
@@ -65,12 +60,9 @@ class ConcurrencyProbe:
         self.peak = max(self.peak, self.running)
         try:
             await asyncio.sleep(0.01)
-            return await self._backend.analyze_faces(image)
+            return await super().analyze_faces(image)
         finally:
             self.running -= 1
-
-    def __getattr__(self, name):
-        return getattr(self._backend, name)
 
 
 @pytest.fixture

@@ -17,8 +17,9 @@ from PIL import Image
 from deployments.colorize.pipeline import gray_input, join_color
 from deployments.common.image import encode_image
 from deployments.common.weights import ModelStore, load_manifest
+from serve_app.backend import Backend
 from serve_app.cli import main
-from serve_app.local_backend import LocalBackend
+from serve_app.local_backend import in_process_backend
 from serve_app.routes import create_api
 from serve_app.settings import Settings
 from tests.ddcolor_samples import randomized_ddcolor
@@ -26,7 +27,7 @@ from tests.ddcolor_samples import randomized_ddcolor
 TINY = "ddcolor_paper_tiny"
 
 
-def client_for(backend: LocalBackend) -> TestClient:
+def client_for(backend: Backend) -> TestClient:
     app = create_api()
     app.state.backend = backend
     app.state.settings = Settings()
@@ -56,13 +57,15 @@ def mirrored_store(tmp_path_factory, builtin_store) -> ModelStore:
 
 @pytest.fixture(scope="module")
 def client(mirrored_store) -> TestClient:
-    return client_for(LocalBackend(mirrored_store))
+    return client_for(in_process_backend(mirrored_store))
 
 
 @pytest.fixture(scope="module")
 def bare_client(tmp_path_factory, builtin_store) -> TestClient:
     """No DDColor weights at all."""
-    return client_for(LocalBackend(store_with_builtins(tmp_path_factory.mktemp("bare") / "models", builtin_store)))
+    return client_for(
+        in_process_backend(store_with_builtins(tmp_path_factory.mktemp("bare") / "models", builtin_store))
+    )
 
 
 @pytest.fixture(scope="module")

@@ -4,19 +4,24 @@ becomes the caller's own error."""
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from ray.serve.exceptions import BackPressureError
 
-from deployments.cartoon.types import StyleJob
-from deployments.colorize.types import ColorizeJob
+from deployments.cartoon.types import STYLIZE_BACKGROUND, STYLIZE_HEAD, ImageToStylize
+from deployments.colorize.types import COLORIZE, PhotoToColorize
 from deployments.common.batching import ItemFailure
 from deployments.common.errors import InvalidParameter, Overloaded
+from deployments.common.stage import StageContext
 from deployments.common.weights import load_manifest
-from deployments.restore.types import FaceToRestore, TileToUpscale
-from serve_app.handles import BucketRunnerClient, HandleBackend, Stages, call_deployment
+from deployments.faces.types import ANALYZE_FACES
+from deployments.idphoto.matte import SEGMENT_PORTRAIT, PhotoToMatte
+from deployments.restore.params import RESTORE_MODELS, restorer_deployment
+from deployments.restore.types import RESTORE_FACE, UPSCALE_TILE, FaceToRestore, TileToUpscale
+from serve_app.backend import Backend
+from serve_app.handles import BucketRunnerClient, call_deployment, handle_backend
+from serve_app.stages import bindings
 from tests.conftest import REPO_ROOT
 
 
@@ -58,7 +63,7 @@ def test_a_full_bucket_runner_queue_is_a_503_overloaded_too():
 
 
 class _Answers:
-    """A batched deployment method answering ``outcome`` for this caller's item."""
+    """A deployment method answering ``outcome`` for this caller's item."""
 
     def __init__(self, outcome) -> None:
         self.outcome = outcome
@@ -70,20 +75,22 @@ class _Answers:
         return response()
 
 
-def _backend_whose_stages_answer(outcome) -> HandleBackend:
-    def stage(name: str, **methods) -> SimpleNamespace:
-        return SimpleNamespace(deployment_name=name, **methods)
+class _Deployment:
+    """A deployment whose every method answers ``outcome``."""
 
-    stages = Stages(
-        stage("FaceAnalyzer", analyze=_Answers(outcome)),
-        stage("PortraitMatter", segment=_Answers(outcome)),
-        {"gpen-bfr-256": stage("FaceRestorer256", restore=_Answers(outcome))},
-        stage("CartoonHead", stylize=_Answers(outcome)),
-        stage("CartoonBackground", stylize=_Answers(outcome)),
-        stage("BackgroundUpscaler", upscale=_Answers(outcome)),
-        stage("Colorizer", colorize=_Answers(outcome)),
-    )
-    return HandleBackend(stages, load_manifest(REPO_ROOT / "configs" / "models.yaml"))
+    def __init__(self, name: str, outcome) -> None:
+        self.deployment_name = name
+        self._outcome = outcome
+
+    def __getattr__(self, method: str) -> _Answers:
+        return _Answers(self._outcome)
+
+
+def _backend_whose_stages_answer(outcome) -> Backend:
+    manifest = load_manifest(REPO_ROOT / "configs" / "models.yaml")
+    context = StageContext(manifest, RESTORE_MODELS)
+    stages = {name: _Deployment(name, outcome) for name, _, _ in bindings(context)}
+    return handle_backend(stages, manifest)
 
 
 def test_an_items_failure_is_raised_as_the_callers_own_typed_error():
@@ -91,16 +98,23 @@ def test_an_items_failure_is_raised_as_the_callers_own_typed_error():
     its own photo), while its batch neighbours got their results."""
     backend = _backend_whose_stages_answer(ItemFailure(InvalidParameter("face analysis input: 1x1 is smaller")))
     image = np.zeros((1, 1, 3), np.uint8)
+    restorer = restorer_deployment(backend.manifest["gpen-bfr-256"])
     calls = [
-        backend.analyze_faces(image),
-        backend.segment_portrait(image, "selfie"),
-        backend.restore_face(FaceToRestore(image), "gpen-bfr-256"),
-        backend.upscale_tile(TileToUpscale(image, 2)),
-        backend.stylize_head(StyleJob("anime", image)),
-        backend.stylize_background(StyleJob("anime", image)),
-        backend.colorize(ColorizeJob(np.zeros((3, 32, 32), np.float32), "ddcolor_modelscope")),
+        backend.call(ANALYZE_FACES, image),
+        backend.call(SEGMENT_PORTRAIT, PhotoToMatte(image, "selfie")),
+        backend.call(RESTORE_FACE.at(restorer), FaceToRestore(image)),
+        backend.call(UPSCALE_TILE, TileToUpscale(image, 2)),
+        backend.call(STYLIZE_HEAD, ImageToStylize("anime", image)),
+        backend.call(STYLIZE_BACKGROUND, ImageToStylize("anime", image)),
+        backend.call(COLORIZE, PhotoToColorize(np.zeros((3, 32, 32), np.float32), "ddcolor_modelscope")),
     ]
     for call in calls:
         with pytest.raises(InvalidParameter, match="1x1 is smaller"):
             asyncio.run(call)
-    assert asyncio.run(_backend_whose_stages_answer([]).analyze_faces(image)) == []
+    assert asyncio.run(_backend_whose_stages_answer([]).call(ANALYZE_FACES, image)) == []
+
+
+def test_a_call_to_a_stage_not_deployed_is_the_callers_mistake():
+    backend = _backend_whose_stages_answer([])
+    with pytest.raises(InvalidParameter, match="FaceRestorerNowhere is not deployed here"):
+        asyncio.run(backend.call(RESTORE_FACE.at("FaceRestorerNowhere"), FaceToRestore(np.zeros((8, 8, 3), np.uint8))))

@@ -11,7 +11,9 @@ from ray.exceptions import ActorDiedError
 
 from deployments.common.errors import StageUnavailable
 from deployments.common.weights import load_manifest
-from serve_app.handles import HandleBackend, Stages, call_deployment
+from deployments.faces.types import ANALYZE_FACES
+from serve_app.backend import Backend
+from serve_app.handles import Stages, call_deployment, handle_backend
 from serve_app.health import ReplicaCount, overall_status, replica_counts_of
 from serve_app.routes import create_api
 from serve_app.settings import Settings
@@ -58,27 +60,18 @@ def stages(**handles: FakeHandle) -> Stages:
             "Colorizer",
         )
     }
-    named = {**defaults, **handles}
-    return Stages(
-        analyzer=named["FaceAnalyzer"],
-        matter=named["PortraitMatter"],
-        restorers={"gpen-bfr-512": named.get("FaceRestorer512", FakeHandle("FaceRestorer512"))},
-        cartoon_head=named["CartoonHead"],
-        cartoon_background=named["CartoonBackground"],
-        upscaler=named["BackgroundUpscaler"],
-        colorizer=named["Colorizer"],
-    )
+    return {**defaults, "FaceRestorer512": FakeHandle("FaceRestorer512"), **handles}
 
 
 def manifest():
     return load_manifest(Settings().models_manifest)
 
 
-def backend(stage_record: Stages, counts: dict[str, ReplicaCount] | None = None, **options) -> HandleBackend:
+def backend(stage_record: Stages, counts: dict[str, ReplicaCount] | None = None, **options) -> Backend:
     async def replica_counts():
         return counts
 
-    return HandleBackend(
+    return handle_backend(
         stage_record, manifest(), replica_counts=replica_counts if counts is not None else None, **options
     )
 
@@ -169,7 +162,7 @@ def test_the_count_joins_a_deployments_own_reason():
 def test_a_controller_that_does_not_answer_degrades_and_every_deployment_is_still_asked():
     controller = FakeHandle("SERVE_CONTROLLER", delay_s=30)
 
-    slow_controller = HandleBackend(stages(), manifest(), replica_counts=controller.remote)
+    slow_controller = handle_backend(stages(), manifest(), replica_counts=controller.remote)
     report = asyncio.run(slow_controller.health())
     assert controller.abandoned == 1
     assert report["Serve"] == {
@@ -182,8 +175,7 @@ def test_a_controller_that_does_not_answer_degrades_and_every_deployment_is_stil
 
 
 def test_a_failing_bucket_runner_degrades_but_does_not_fail_the_job_routes():
-    service = backend(stages())
-    service.watch("BucketRunner", FakeHandle("BucketRunner", error=ActorDiedError()))
+    service = backend(stages(), watched={"BucketRunner": FakeHandle("BucketRunner", error=ActorDiedError())})
     report = asyncio.run(service.health())
     assert report["BucketRunner"]["status"] == "failing" and report["BucketRunner"]["required"] is False
     assert overall_status(report) == "degraded"
@@ -267,7 +259,8 @@ class ReportingBackend:
     async def health(self):
         return self._report
 
-    async def analyze_faces(self, image):
+    async def call(self, call, image):
+        assert call == ANALYZE_FACES
         try:
             await asyncio.sleep(self._analyze_s)
         except asyncio.CancelledError:

@@ -13,20 +13,18 @@ from deployments.common.errors import InternalError
 from serve_app.jobs.results import JobResult
 from serve_app.routes import create_api
 from serve_app.settings import Settings
+from tests.stage_doubles import FaceAnalysisDouble
 
 
-class BrokenAnalyzer:
+class BrokenAnalyzer(FaceAnalysisDouble):
     """The local backend with a bug in face analysis: ``error`` on every call."""
 
     def __init__(self, backend, error: Exception) -> None:
-        self._backend = backend
+        super().__init__(backend)
         self._error = error
 
     async def analyze_faces(self, image):
         raise self._error
-
-    def __getattr__(self, name):
-        return getattr(self._backend, name)
 
 
 def client_for(backend, settings: Settings | None = None) -> TestClient:

@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 
 from deployments.common.errors import StageUnavailable
+from deployments.faces.types import ANALYZE_FACES
 from deployments.video.frames import read_chunks
 from deployments.video.probe import VideoLimits, probe_video
 from serve_app.runner.outcomes import Status
 from serve_app.settings import Settings
+from tests.stage_doubles import FaceAnalysisDouble
 from tests.unit.runner.bucket_fixtures import make_worker
 from tests.unit.video.clips import make_audio_only, make_clip
 
@@ -31,8 +33,8 @@ def _streams(path: Path) -> dict[str, float]:
         return {s.type: float(s.duration * s.time_base) for s in container.streams}
 
 
-def _face_centre(analyzer, rgb: np.ndarray) -> np.ndarray:
-    faces = analyzer.analyze(rgb)
+def _face_centre(backend, rgb: np.ndarray) -> np.ndarray:
+    faces = asyncio.run(backend.call(ANALYZE_FACES, rgb))
     assert len(faces) == 1
     return np.asarray(faces[0].landmarks, np.float64).mean(axis=0)
 
@@ -52,9 +54,9 @@ def _assert_same_video(source: Path, result: Path, local_backend) -> None:
     streams_in, streams_out = _streams(source), _streams(result)
     assert streams_out["video"] == pytest.approx(streams_in["video"], abs=1 / 25)
     assert streams_out["audio"] == pytest.approx(streams_in["audio"], abs=0.05)
-    analyzer = local_backend._analyzer
     for index in (0, 12, 24):  # the face is where it was in the input
-        moved = np.linalg.norm(_face_centre(analyzer, frames_out[index]) - _face_centre(analyzer, frames_in[index]))
+        out, given = frames_out[index], frames_in[index]
+        moved = np.linalg.norm(_face_centre(local_backend, out) - _face_centre(local_backend, given))
         assert moved < 4.0, (index, moved)
 
 
@@ -148,20 +150,18 @@ def test_a_bucket_folder_route_turns_a_video_into_a_video_and_a_record(
     assert leftovers == []  # the chunks are gone once the result is written
 
 
-class _LosesAReplica:
+class _LosesAReplica(FaceAnalysisDouble):
     """The local backend, except that one face analysis mid-video fails as a lost replica does (503 unavailable)."""
 
     def __init__(self, backend, fail_at_call: int) -> None:
-        self._backend, self._calls, self._fail_at = backend, 0, fail_at_call
-
-    def __getattr__(self, name):
-        return getattr(self._backend, name)
+        super().__init__(backend)
+        self._calls, self._fail_at = 0, fail_at_call
 
     async def analyze_faces(self, image):
         self._calls += 1
         if self._calls == self._fail_at:
             raise StageUnavailable("the FaceAnalyzer replica died under the call")
-        return await self._backend.analyze_faces(image)
+        return await super().analyze_faces(image)
 
 
 def test_a_replica_lost_mid_video_is_retried_and_resumes_from_the_last_stored_chunk(
