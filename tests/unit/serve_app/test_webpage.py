@@ -249,6 +249,12 @@ def test_the_task_list_tells_the_page_which_jobs_take_a_video(client):
         "title": {"en": "photo restoration", "zh": "照片修复"},
         "frames": True,
         "step_of": None,
+        "models": [
+            {"name": "gfpgan-v1.4", "options": []},
+            {"name": "codeformer", "options": ["fidelity"]},
+            {"name": "gpen-bfr-512", "options": []},
+            {"name": "gpen-bfr-256", "options": []},
+        ],
     }
     assert by_name["idphoto-matte"] == {
         "name": "idphoto-matte",
@@ -256,13 +262,7 @@ def test_the_task_list_tells_the_page_which_jobs_take_a_video(client):
         "title": {"en": "ID photo: cut-out", "zh": "证件照：抠图"},
         "frames": False,
         "step_of": "idphoto",
+        "models": [],
     }
     assert [task["name"] for task in tasks if task["frames"]] == ["restore", "cartoon"]
     assert [task["name"] for task in tasks if task["step_of"] is None] == list(WHOLE_JOBS)
-        "models": [
-            {"name": "gfpgan-v1.4", "options": []},
-            {"name": "codeformer", "options": ["fidelity"]},
-            {"name": "gpen-bfr-512", "options": []},
-            {"name": "gpen-bfr-256", "options": []},
-        ],
-        "models": [],
