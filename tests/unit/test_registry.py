@@ -143,21 +143,6 @@ def test_the_restorers_offered_are_the_manifests_in_its_order(manifest):
     assert AppArgs().restore_models == list(RESTORE_MODELS)
     cards = openai_model_list(manifest, job_context(Settings()))["data"]
     assert [card["id"] for card in cards if card["task"] == "restore" and card["params"]] == list(RESTORE_MODELS)
-
-
-def test_every_restorer_has_an_architecture_and_one_deployment_in_the_app(manifest, built_deployments):
-    for spec in restorer_specs(manifest):
-        assert isinstance(restorer_architecture(spec), Architecture), spec.name
-        assert restorer_deployment(spec) in built_deployments
-    names = [restorer_deployment(spec) for spec in restorer_specs(manifest)]
-    assert len(set(names)) == len(names)
-
-
-def test_a_model_that_is_not_a_face_restorer_is_refused(manifest):
-    with pytest.raises(ModelUnavailable, match="not a face restorer"):
-        restorer_architecture(manifest["realesrgan-x4plus"])
-    with pytest.raises(ModelUnavailable, match="names no deployment"):
-        restorer_deployment(ModelSpec("x", "face_restoration", "gpen", "gpen", "x.pth", "https://x", "MIT"))
     tasks = TestClient(create_api()).get("/v1/tasks").json()["tasks"]  # what the web page offers, in order
     assert [model["name"] for model in tasks[0]["models"]] == list(RESTORE_MODELS) and tasks[0]["name"] == "restore"
 
@@ -178,6 +163,21 @@ def test_the_restorers_that_take_fidelity_are_the_ones_whose_architecture_says_s
             takes,
             ("fidelity",) * takes,
         )
+
+
+def test_every_restorer_has_an_architecture_and_one_deployment_in_the_app(manifest, built_deployments):
+    for spec in restorer_specs(manifest):
+        assert isinstance(restorer_architecture(spec), Architecture), spec.name
+        assert restorer_deployment(spec) in built_deployments
+    names = [restorer_deployment(spec) for spec in restorer_specs(manifest)]
+    assert len(set(names)) == len(names)
+
+
+def test_a_model_that_is_not_a_face_restorer_is_refused(manifest):
+    with pytest.raises(ModelUnavailable, match="not a face restorer"):
+        restorer_architecture(manifest["realesrgan-x4plus"])
+    with pytest.raises(ModelUnavailable, match="names no deployment"):
+        restorer_deployment(ModelSpec("x", "face_restoration", "gpen", "gpen", "x.pth", "https://x", "MIT"))
 
 
 def test_the_shipped_serve_yamls_list_each_restorer_under_its_manifest_deployment_name(manifest):
