@@ -11,7 +11,8 @@ function render() {
     button.setAttribute("aria-pressed", String(button.dataset.lang === state.language));
   });
   translateStatic(document);
-  renderRestoreModels();
+  renderJobTitles();
+  renderModels();
   renderSpecs();
   renderStyles();
   renderHealth();
@@ -44,7 +45,12 @@ function init() {
   showJobOptions();
   render();
   loadHealth();
-  state.ready = Promise.all([loadSpecs(), loadStyles(), loadRestoreModels(), loadVideoJobs()]);
+  const tasks = loadTasks().then(() => {
+    fillModels();
+    renderJobTitles();
+    syncOptions();
+  });
+  state.ready = Promise.all([loadSpecs(), loadStyles(), tasks]);
 }
 
 init();

@@ -1,5 +1,5 @@
-// portrait-serve web page: what every script shares: the routes, the page's state, reading the service's answers
-// and their errors, small DOM helpers. Classic scripts loaded in order by index.html; app.js (last) starts the page.
+// portrait-serve web page: what every script shares: the routes, the page's state, the jobs the service runs,
+// reading the service's answers and their errors, small DOM helpers. Classic scripts loaded in order by index.html; app.js (last) starts the page.
 "use strict";
 
 const ROUTES = { restore: "/v1/restore", idphoto: "/v1/idphoto", cartoon: "/v1/cartoon", colorize: "/v1/colorize" };
@@ -17,8 +17,9 @@ const state = {
   instruction: null, // the last answer of the instruction box: {ok, task, filled, notes, interpreter} or {ok: false, error}
   instructionBusy: false,
   formStatus: null, // {key, job, vars}
+  tasks: new Map(), // the jobs the service runs (GET /v1/tasks), by name: {route, title, frames, step_of, models}
   videoJobs: [], // the jobs that take a video (GET /v1/tasks: frames)
-  ready: Promise.resolve(), // the ID-photo standards, cartoon styles, restorers and video jobs, loaded (or failed)
+  ready: Promise.resolve(), // the ID-photo standards, cartoon styles and the jobs (models, videos), loaded (or failed)
 };
 
 const byId = (id) => document.getElementById(id);
@@ -43,6 +44,36 @@ function parseAnswer(status, text) {
 }
 
 const NETWORK_ERROR = { ok: false, status: 0, code: "network_error", message: null, body: null };
+
+// ---------------------------------------------------------------- the jobs the service runs
+
+/** GET /v1/tasks, the job registry: each job's names in English and Chinese, its models in the order of preference
+ * (each with the options only it reads, CodeFormer's fidelity), whether it takes a video. None when it did not answer:
+ * the page then names each job by its own name and offers only the default model. */
+async function loadTasks() {
+  const answer = await request("/v1/tasks");
+  const tasks = answer.ok ? answer.body.tasks : [];
+  state.tasks = new Map(tasks.map((task) => [task.name, task]));
+  state.videoJobs = tasks.filter((task) => task.frames).map((task) => task.name);
+}
+
+/** A job's name in the page's language, as the service gives it (the registry's title). */
+function jobTitle(name) {
+  const task = state.tasks.get(name);
+  return task ? task.title[state.language] : name;
+}
+
+/** The values of a job's ``model`` option, best first: [{name, options}]. */
+function jobModels(job) {
+  const task = state.tasks.get(job);
+  return task ? task.models : [];
+}
+
+/** Whether ``model`` of ``job`` reads ``option`` (an option only some models read: CodeFormer's fidelity). */
+function modelReads(job, model, option) {
+  const found = jobModels(job).find((candidate) => candidate.name === model);
+  return Boolean(found && found.options.includes(option));
+}
 
 // ---------------------------------------------------------------- the API key, when the service asks for one
 

@@ -13,7 +13,7 @@ async function loadHealth() {
   // 503 still carries the report (status "failing"): read the body whatever the status code.
   state.health = answer.body && typeof answer.body.version === "string" ? { body: answer.body } : { error: answer };
   renderHealth();
-  renderRestoreModels();
+  renderModels();
 }
 
 function renderHealth() {
@@ -114,7 +114,7 @@ function renderEngines() {
   }
   list.replaceChildren(...[...state.engines.values()].map(({ job, meta }) => {
     const entry = document.createElement("li");
-    const line = t("footer.engine_line", { job: t(`job.${job}`), engine: meta.engine, weights: describeWeights(meta) });
+    const line = t("footer.engine_line", { job: jobTitle(job), engine: meta.engine, weights: describeWeights(meta) });
     entry.textContent = line + (isNeural(meta) ? "" : t("footer.non_neural"));
     return entry;
   }));

@@ -48,7 +48,7 @@ function renderInstruction() {
     return;
   }
   const labels = [...new Set(outcome.filled.map((id) => labelOf(byId(id))))];
-  const job = t(`job.${outcome.task}`);
+  const job = jobTitle(outcome.task);
   const summary = labels.length
     ? t("instruction.filled", { job, fields: labels.join(t("instruction.list_separator")) })
     : t("instruction.nothing_filled", { job });
@@ -71,7 +71,7 @@ function instructionError(error) {
   if (error.code === "empty") return [document.createTextNode(t("instruction.empty"))];
   const task = error.body && error.body.error && error.body.error.details && error.body.error.details.task;
   if (error.code === "invalid_parameter" && task in ROUTES) {
-    return errorParts(error, t("error.instruction_refused", { job: t(`job.${task}`) }));
+    return errorParts(error, t("error.instruction_refused", { job: jobTitle(task) }));
   }
   return errorParts(error);
 }

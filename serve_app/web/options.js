@@ -1,5 +1,5 @@
-// The options of each job: one control per option of the job's params model (index.html), the ID-photo standards
-// and cartoon styles loaded from the service, the fields a run sends, and filling the form from an instruction.
+// The options of each job: one control per option of the job's params model (index.html), the ID-photo standards,
+// cartoon styles and models loaded from the service, the fields a run sends, and filling the form from an instruction.
 "use strict";
 
 // The named backgrounds of deployments/idphoto/params.py (NAMED_COLOURS): an instruction answers with the hex value,
@@ -40,26 +40,41 @@ async function loadStyles() {
   renderStyles();
 }
 
-/** The restorers the service offers, in its order of preference (the OpenAI model list names each as a restore
- * model); without an answer only the default stays, which lets the service choose. */
-async function loadRestoreModels() {
-  const answer = await request("/v1/models");
-  if (answer.ok) {
-    const names = answer.body.data.filter((card) => card.task === "restore" && card.params.model);
-    const select = byId("restore-model");
-    select.replaceChildren(select.options[0], ...names.map((card) => new Option("", card.params.model)));
+/** The model choice of each job that has one: the page's default (the service chooses), then the job's models from
+ * GET /v1/tasks in its order of preference (only the default when it did not answer). */
+function fillModels() {
+  for (const select of modelSelects()) {
+    const job = select.closest("fieldset").dataset.job;
+    select.replaceChildren(select.options[0], ...jobModels(job).map((model) => new Option("", model.name)));
   }
-  renderRestoreModels();
+  renderModels();
+}
+
+function modelSelects() {
+  return document.querySelectorAll('fieldset.options select[data-param="model"]');
 }
 
 // ---------------------------------------------------------------- the options of each job
 
-function renderRestoreModels() {
+/** The job's (shorter) label of a model when i18n.js has one, else its name; a model /healthz reports without its
+ * weights says so. */
+function renderModels() {
   const unusable = new Set(unusableModels().map((model) => model.name));
-  for (const option of byId("restore-model").options) {
-    const label = option.value ? tOr(`restore.model.${option.value}`, option.value) : t("restore.model.default");
-    option.textContent = unusable.has(option.value) ? t("restore.model.unusable", { label }) : label;
+  for (const select of modelSelects()) {
+    const job = select.closest("fieldset").dataset.job;
+    for (const option of select.options) {
+      const label = option.value ? tOr(`${job}.model.${option.value}`, option.value) : t(`${job}.model.default`);
+      option.textContent = unusable.has(option.value) ? t(`${job}.model.unusable`, { label }) : label;
+    }
   }
+}
+
+/** Each job's radio button named as the service names the job (capitalized: it starts a label). */
+function renderJobTitles() {
+  document.querySelectorAll('input[name="job"]').forEach((radio) => {
+    const title = jobTitle(radio.value);
+    radio.parentElement.querySelector(".job-title").textContent = title.charAt(0).toUpperCase() + title.slice(1);
+  });
 }
 
 function renderSpecs() {
@@ -122,9 +137,13 @@ function wireOptions() {
   });
 }
 
-/** Show, enable and label the controls that depend on others (CodeFormer's fidelity, the custom size...). */
+/** Show, enable and label the controls that depend on others (options only some models read, a custom size...). */
 function syncOptions() {
-  byId("restore-fidelity-field").hidden = byId("restore-model").value !== "codeformer";
+  for (const field of document.querySelectorAll("[data-model-option]")) {
+    const fieldset = field.closest("fieldset");
+    const model = fieldset.querySelector('[data-param="model"]').value;
+    field.hidden = !modelReads(fieldset.dataset.job, model, field.dataset.modelOption);
+  }
   byId("restore-fidelity-value").textContent = Number(byId("restore-fidelity").value).toFixed(2);
   byId("restore-blend-value").textContent = Number(byId("restore-blend").value).toFixed(2);
   const background = byId("idphoto-background").value;

@@ -95,7 +95,7 @@ function setCardState(item, key, vars, progress) {
 
 function renderFormStatus() {
   const status = state.formStatus;
-  byId("form-status").textContent = status ? t(status.key, { ...status.vars, job: t(`job.${status.job}`) }) : "";
+  byId("form-status").textContent = status ? t(status.key, { ...status.vars, job: jobTitle(status.job) }) : "";
 }
 
 function setFormStatus(key, job, vars) {

@@ -11,18 +11,12 @@ function isVideo(file) {
   return file.type.startsWith("video/") || VIDEO_SUFFIXES.some((suffix) => name.endsWith(suffix));
 }
 
-/** The jobs that take a video (``frames`` in GET /v1/tasks); none when the service did not answer. */
-async function loadVideoJobs() {
-  const answer = await request("/v1/tasks");
-  state.videoJobs = answer.ok ? answer.body.tasks.filter((task) => task.frames).map((task) => task.name) : [];
-}
-
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Send one video as a job, follow it, then show the result or the error. True when it worked. */
 async function runVideoItem(item, job, fields) {
   if (!state.videoJobs.includes(job)) {
-    const jobs = state.videoJobs.map((name) => t(`job.${name}`)).join(t("instruction.list_separator"));
+    const jobs = state.videoJobs.map(jobTitle).join(t("instruction.list_separator"));
     return failVideo(item, job, { ok: false, status: 0, code: "video_job", message: null, vars: { jobs } });
   }
   setCardState(item, "card.uploading", { percent: 0 }, 0);

@@ -72,5 +72,5 @@ def test_a_job_that_takes_photos_only_refuses_a_video_before_sending_it(page, tm
     page.click("#run-button")
     page.wait_for_selector(".card.failed")
     error = page.locator(".card-error").inner_text()
-    assert "This job takes photos only. For a video choose: Restore, Cartoon." in error
+    assert "This job takes photos only. For a video choose: photo restoration, cartoon." in error  # registry titles
     assert posts == []

@@ -117,6 +117,21 @@ def test_the_web_page_offers_every_whole_job_at_its_route():
     assert radios == list(WHOLE_JOBS) and not {name for name in WHOLE_JOBS if name.startswith("idphoto-")}
 
 
+def test_the_web_page_names_each_job_by_its_registry_title():
+    """GET /v1/tasks serves the titles; the page has no names of its own for the jobs (no ``job.<name>`` strings,
+    empty radio labels that ``renderJobTitles`` fills; ``tests/unit/serve_app/test_webpage_tasks.py`` runs it)."""
+    tasks = TestClient(create_api()).get("/v1/tasks").json()["tasks"]
+    assert {task["name"]: tuple(task["title"].values()) for task in tasks} == {e.name: e.title for e in JOB_ENTRIES}
+    strings = (WEB / "i18n.js").read_text(encoding="utf-8")
+    assert not [name for name in JOB_NAMES if f'"job.{name}"' in strings]
+    labels = re.findall(r'name="job" value="[a-z_-]+"[^>]*> <span class="job-title">([^<]*)</span>', _page())
+    assert labels == [""] * len(WHOLE_JOBS)
+
+
+def _page() -> str:
+    return (WEB / "index.html").read_text(encoding="utf-8")
+
+
 def test_every_step_is_routed_under_its_whole_job_and_named_after_it():
     steps = [entry for entry in JOB_ENTRIES if entry.step_of is not None]
     assert [entry.route for entry in steps] == [

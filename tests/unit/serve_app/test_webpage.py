@@ -30,8 +30,9 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 # The page's scripts: classic scripts sharing one global scope, i18n.js (string tables) first, app.js (start-up) last.
 SCRIPTS = tuple(sorted(path.name for path in WEB_DIR.glob("*.js")))
 WEB_FILES = ("index.html", "style.css", *SCRIPTS)
-# Options whose values come from the service at run time (/v1/idphoto/specs, /v1/cartoon/styles), not the page.
-LOADED_OPTIONS = {("idphoto", "spec"), ("cartoon", "style"), ("restore", "model")}
+# Options whose values come from the service at run time (/v1/idphoto/specs, /v1/cartoon/styles, /v1/tasks), not the
+# page.
+LOADED_OPTIONS = {("idphoto", "spec"), ("cartoon", "style"), ("restore", "model"), ("colorize", "model")}
 # A custom ID-photo size: the spec select's "custom" choice with width, height and a unit (px or mm).
 CUSTOM_SIZE = {"width_px", "height_px", "width_mm", "height_mm"}
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
@@ -185,10 +186,31 @@ def test_every_key_the_page_uses_is_in_both_tables(tables, page):
     used_in_script = {key for key in literals if key.split(".")[0] in namespaces}
     assert used_in_script, "the scripts name no key"
     assert not (page.keys | used_in_script) - set(known)
-    # Keys the scripts build from names: jobs, colours, restoration models, the interpreters an instruction names.
-    assert {f"job.{task}" for task in WHOLE_JOBS} <= set(known)
+    # Keys the scripts build from names: colours, each model choice's default and "no weights" labels, the
+    # interpreters an instruction names. The jobs' own names come from the service (GET /v1/tasks).
     assert {f"colour.{name}" for name in [*NAMED_COLOURS, TRANSPARENT]} <= set(known)
+    models = [task for task in WHOLE_JOBS if enum_values(job_entry(task).params_model, "model")]
+    assert {f"{task}.model.{label}" for task in models for label in ("default", "unusable")} <= set(known)
     assert {f"instruction.interpreter.{name}" for name in (RULES, LLM, FALLBACK_INTERPRETER)} <= set(known)
+
+
+def test_the_model_labels_name_only_models_the_service_offers(tables):
+    """The page labels a model it knows (``<job>.model.<name>``); which models there are comes from GET /v1/tasks."""
+    for key in tables["en"]:
+        job, _, rest = key.partition(".model.")
+        if rest and rest not in ("default", "unusable", "hint"):
+            assert rest in enum_values(job_entry(job).params_model, "model"), key
+
+
+def test_a_control_shown_for_some_models_is_an_option_some_model_reads():
+    """``data-model-option``: shown only while the chosen model reads it (GET /v1/tasks lists each model's options)."""
+    html = (WEB_DIR / "index.html").read_text(encoding="utf-8")
+    fieldsets = re.findall(r'<fieldset id="options-(\w+)"(.*?)</fieldset>', html, re.DOTALL)
+    shown = [(job, option) for job, body in fieldsets for option in re.findall(r'data-model-option="(\w+)"', body)]
+    assert shown == [("restore", "fidelity")]
+    for job, option in shown:
+        model = job_entry(job).params_model
+        assert [name for name in enum_values(model, "model") if option in model.options_of_model(name)], option
 
 
 def test_the_named_colours_are_the_services():
