@@ -22,22 +22,15 @@ from deployments.colorize.pipeline import INPUT_MULTIPLE_PX
 from deployments.colorize.types import PhotoToColorize, PredictedColor
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter, ModelUnavailable
-from deployments.common.torch_device import pick_device
+from deployments.common.torch_device import TorchOptions, autocast, autocast_dtype, pick_device
 from deployments.common.weights import ModelStore, fix_command
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class ColorizerOptions:
-    """``device``: ``auto`` picks CUDA when present; ``autocast_dtype`` (bfloat16) applies on CUDA only."""
-
-    device: str = "auto"
-    autocast_dtype: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.autocast_dtype not in (None, "bfloat16"):
-            raise InvalidParameter(f"autocast_dtype must be bfloat16 or null, got {self.autocast_dtype!r}")
+class ColorizerOptions(TorchOptions):
+    """``device`` and ``autocast_dtype`` (``TorchOptions``)."""
 
 
 class ColorizationPredictor:
@@ -89,9 +82,7 @@ class ColorizationPredictor:
             indices = list(members)
             network, info = self._network(model)
             batch = torch.from_numpy(np.stack([jobs[index].gray for index in indices])).to(self.device)
-            dtype = getattr(torch, self.options.autocast_dtype) if self.options.autocast_dtype else None
-            on_cuda = self.device.type == "cuda"
-            with torch.inference_mode(), torch.autocast("cuda", dtype=dtype, enabled=on_cuda and dtype is not None):
+            with torch.inference_mode(), autocast(autocast_dtype(self.options.autocast_dtype, self.device)):
                 ab = network(batch).float().cpu().numpy()
             for index, item in zip(indices, ab):
                 results[index] = PredictedColor(np.ascontiguousarray(item), info)

@@ -9,7 +9,6 @@ batch 4, the activations outgrow the caches), so only a GPU gets whole groups.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,9 +19,9 @@ import numpy as np
 import torch
 
 from deployments.common.admission import MIN_PHOTO_SIDE_PX, PHOTO_STAGE_INPUT
-from deployments.common.errors import InternalError, InvalidParameter
+from deployments.common.errors import InternalError
 from deployments.common.image import PROBE_IMAGE, require_image
-from deployments.common.torch_device import pick_device
+from deployments.common.torch_device import TorchOptions, autocast, autocast_dtype, pick_device
 from deployments.common.weights import ModelStatus, ModelStore
 from deployments.idphoto.matte import (
     DEFAULT_MATTING,
@@ -37,22 +36,12 @@ from deployments.idphoto.modnet import ModNetInput, load_modnet, prepare_input
 
 logger = logging.getLogger(__name__)
 
-AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 IDENTITY = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
 
 
 @dataclass(frozen=True)
-class MatterOptions:
-    """``device``: ``auto`` picks CUDA when present. ``autocast_dtype`` (bfloat16, float16) applies on CUDA only."""
-
-    device: str = "auto"
-    autocast_dtype: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.autocast_dtype is not None and self.autocast_dtype not in AUTOCAST_DTYPES:
-            raise InvalidParameter(
-                f"autocast_dtype must be one of {sorted(AUTOCAST_DTYPES)} or null, got {self.autocast_dtype!r}"
-            )
+class MatterOptions(TorchOptions):
+    """``device`` and ``autocast_dtype`` (``TorchOptions``)."""
 
 
 class MattingPredictor:
@@ -73,8 +62,7 @@ class MattingPredictor:
         self.selfie = SelfieSegmenter(selfie_path, num_threads=num_threads)
         # Channels-last: depthwise and small convolutions run several times faster on CPU (oneDNN), and on GPU.
         self.modnet = load_modnet(modnet_path).to(self.device, memory_format=torch.channels_last)
-        amp = AUTOCAST_DTYPES.get(options.autocast_dtype or "") if self.device.type == "cuda" else None
-        self._amp_dtype = amp
+        self._amp_dtype = autocast_dtype(options.autocast_dtype, self.device)
 
     @classmethod
     def from_store(
@@ -141,8 +129,7 @@ class MattingPredictor:
 
     def _run_modnet(self, tensors: list[np.ndarray]) -> list[np.ndarray]:
         batch = torch.from_numpy(np.stack(tensors)).to(self.device).contiguous(memory_format=torch.channels_last)
-        amp = torch.autocast("cuda", dtype=self._amp_dtype) if self._amp_dtype is not None else contextlib.nullcontext()
-        with torch.inference_mode(), amp:
+        with torch.inference_mode(), autocast(self._amp_dtype):
             matte = self.modnet(batch)
         alphas = matte[:, 0].float().cpu().numpy()
         return [np.ascontiguousarray(alpha) for alpha in alphas]

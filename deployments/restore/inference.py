@@ -8,17 +8,15 @@ uint8 while basicsr's ``tensor2img`` (GFPGAN, CodeFormer) rounds: ``round_output
 
 from __future__ import annotations
 
-import contextlib
-
 import cv2
 import numpy as np
 import torch
 from torch import nn
 
-from deployments.common.errors import InternalError, InvalidParameter
+from deployments.common.errors import InternalError
 from deployments.common.image import require_image
-
-AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+from deployments.common.torch_device import autocast
+from deployments.common.torch_device import autocast_dtype as amp_dtype_for
 
 
 def faces_to_tensor(crops: list[np.ndarray], size: int) -> torch.Tensor:
@@ -61,25 +59,15 @@ def restore_batch(
 
     ``model`` is a loaded restorer already on ``device`` (convert it once to channels-last when passing
     ``channels_last=True``); ``fidelities`` (one per crop) go to a model that takes them (CodeFormer's ``w``).
-    ``autocast_dtype`` ("bfloat16" or "float16") is honoured only on CUDA, where it pays off.
+    ``autocast_dtype`` (``torch_device.AUTOCAST_DTYPES``) is honoured only on CUDA, where it pays off.
     """
     if not crops:
         return []
     torch_device = torch.device(device)
-    amp_dtype = _autocast_dtype(autocast_dtype, torch_device)
+    amp_dtype = amp_dtype_for(autocast_dtype, torch_device)
     batch = faces_to_tensor(crops, size_px).to(torch_device)
     if channels_last:
         batch = batch.contiguous(memory_format=torch.channels_last)
-    amp = torch.autocast("cuda", dtype=amp_dtype) if amp_dtype is not None else contextlib.nullcontext()
-    with torch.inference_mode(), amp:
+    with torch.inference_mode(), autocast(amp_dtype):
         restored = model(batch) if fidelities is None else model(batch, torch.tensor(fidelities))
     return tensor_to_faces(restored, round_output=round_output)
-
-
-def _autocast_dtype(name: str | None, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype to use; None off CUDA, so CPU passes stay float32 (and match the official output)."""
-    if name is not None and name not in AUTOCAST_DTYPES:
-        raise InvalidParameter(f"autocast_dtype must be one of {sorted(AUTOCAST_DTYPES)} or None, got {name!r}")
-    if name is None or device.type != "cuda":
-        return None
-    return AUTOCAST_DTYPES[name]

@@ -19,9 +19,8 @@ from torch import nn
 
 from deployments.common.admission import FACE_CROP_INPUT
 from deployments.common.engine import EngineInfo
-from deployments.common.errors import InvalidParameter
 from deployments.common.image import require_image
-from deployments.common.torch_device import pick_device, to_memory_format
+from deployments.common.torch_device import TorchOptions, pick_device, to_memory_format
 from deployments.common.weights import ModelStore
 from deployments.restore.architecture import restorer_architecture
 from deployments.restore.classic import restore_face_classic
@@ -35,16 +34,10 @@ CLASSIC = EngineInfo(engine="classic-restore", neural=False, weights=None)
 
 
 @dataclass(frozen=True)
-class RestorerOptions:
-    """``device``: ``auto`` picks CUDA when present. ``autocast_dtype``/``channels_last`` apply on CUDA only."""
+class RestorerOptions(TorchOptions):
+    """``device`` and ``autocast_dtype`` (``TorchOptions``); ``channels_last`` applies on CUDA only."""
 
-    device: str = "auto"
-    autocast_dtype: str | None = None
     channels_last: bool = False
-
-    def __post_init__(self) -> None:
-        if self.autocast_dtype not in (None, "bfloat16", "float16"):
-            raise InvalidParameter(f"autocast_dtype must be bfloat16, float16 or null, got {self.autocast_dtype!r}")
 
 
 class RestorationPredictor:
