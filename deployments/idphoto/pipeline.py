@@ -18,6 +18,7 @@ import numpy as np
 from deployments.common.affine import apply_affine, eye_roll_deg
 from deployments.common.errors import InternalError, NoFaceFound, NotCompliant
 from deployments.common.image import require_image
+from deployments.common.timings import Timings
 from deployments.faces.types import Face
 from deployments.idphoto.background import draw_backdrop
 from deployments.idphoto.geometry import Framing, group_face, plan_framing
@@ -25,7 +26,6 @@ from deployments.idphoto.matte import MODNET_REFERENCE_PX, LowResMatte, Matting,
 from deployments.idphoto.output import EncodedPhoto, encode_photo, encode_sheet, plan_sheet, render_sheet
 from deployments.idphoto.params import IdPhotoParams
 from deployments.idphoto.render import HdPhoto, make_hd_copy, render_photo
-from deployments.idphoto.render import timed as _timed
 from deployments.idphoto.report import (
     MAX_BACKGROUND_STD,
     MAX_CENTRE_OFFSET,
@@ -106,21 +106,21 @@ def make_id_photo(
     require_image(rgb)
     if not faces:
         raise NoFaceFound("no face found: an ID photo needs one face looking at the camera", details={"face_count": 0})
-    timings: dict[str, float] = {}
+    timings = Timings()
     spec = params.resolve_spec(specs)
     colour = params.background_colour(spec)
     people = sorted(faces, key=lambda f: (f.box[2] - f.box[0]) * (f.box[3] - f.box[1]), reverse=True)[: spec.faces]
     size_wh = (spec.width_px, spec.height_px)
 
-    with _timed(timings, "segment_ms"):
+    with timings.phase("segment_ms"):
         low = matte_source if isinstance(matte_source, LowResMatte) else matte_source.segment(rgb, params.matting)
     if tuple(low.source_shape) != rgb.shape[:2]:
         raise InternalError(f"the matte was computed for a {low.source_shape} image, not {rgb.shape[:2]}")
     if low.matting != params.matting:
         raise InternalError(f"the matte was made in {low.matting} mode, the job asked for {params.matting}")
-    with _timed(timings, "segment_ms"):
+    with timings.phase("segment_ms"):
         low = keep_subject(low, _person_points(people), min(float(f.box[2] - f.box[0]) for f in people))
-    with _timed(timings, "geometry_ms"):
+    with timings.phase("geometry_ms"):
         framing = plan_framing(group_face(people), low, spec, align=params.align)
         if params.horizontal_flip:
             framing = mirror_framing(framing)
@@ -130,32 +130,32 @@ def make_id_photo(
     mark = params.watermark()
     delivered, mark_note = photo.rgb, None
     if mark is not None:
-        with _timed(timings, "watermark_ms"):
+        with timings.phase("watermark_ms"):
             marked = draw_watermark(photo.rgb, mark)
         delivered, mark_note = marked.rgb, marked.note
-    with _timed(timings, "encode_ms"):
+    with timings.phase("encode_ms"):
         encoded = encode_photo(
             delivered, params.format, spec.dpi, alpha=photo.alpha_u8, min_kb=params.min_kb, max_kb=params.max_kb
         )
     sheet = None
     canvas = params.sheet_canvas()
     if canvas is not None:
-        with _timed(timings, "layout_ms"):
+        with timings.phase("layout_ms"):
             plan = plan_sheet(canvas, size_wh, spec.dpi)
             sheet = encode_sheet(render_sheet(delivered, plan, cut_lines=params.cut_lines), params.format, canvas.dpi)
     hd = make_hd_copy(rgb, low, framing, spec, params, colour, timings, background_image) if params.hd else None
-    with _timed(timings, "report_ms"):
+    with timings.phase("report_ms"):
         # Judged before the watermark: a watermarked photo is a proof, and its marks are not the background.
         found = Found(people, len(faces), photo.shoulders_cut, photo.skin_delta_e)
         report = judge_photo(photo.rgb, photo.alpha, photo.background, framing, found, spec, encoded, params, mark_note)
-    timings["total_ms"] = sum(timings.values())
-    logger.debug("%s photo %s in %.1f ms: %s", spec.slug, report.verdict, timings["total_ms"], report.reasons)
+    timings.ms["total_ms"] = sum(timings.ms.values())
+    logger.debug("%s photo %s in %.1f ms: %s", spec.slug, report.verdict, timings.ms["total_ms"], report.reasons)
     if params.strict and not report.compliant:
         raise NotCompliant(
             "the photo does not meet the " + spec.slug + " standard: " + "; ".join(report.reasons),
             details={"reasons": list(report.reasons), "report": report.to_json()},
         )
-    return IdPhotoOutcome(encoded.data, encoded.media_type, sheet, report, timings, framing, hd)
+    return IdPhotoOutcome(encoded.data, encoded.media_type, sheet, report, timings.ms, framing, hd)
 
 
 @dataclass(frozen=True, eq=False)

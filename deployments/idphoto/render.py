@@ -5,13 +5,12 @@ HD copy, the same crop rendered with more pixels. The pipeline calls :func:`rend
 from __future__ import annotations
 
 import dataclasses
-import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from deployments.common.timings import Timings
 from deployments.idphoto.background import composite, fit_background, render_background
 from deployments.idphoto.geometry import Framing, subject_alpha, warp_to_output
 from deployments.idphoto.lighting import correct_lighting, mean_delta_e
@@ -61,25 +60,25 @@ def render_photo(
     framing: Framing,
     params: IdPhotoParams,
     colour: str,
-    timings: dict[str, float],
+    timings: Timings,
     background_image: np.ndarray | None = None,
 ) -> RenderedPhoto:
     """Warp, matte, relight, touch up the person (after matting, before compositing) and composite, at the size
     of ``framing`` (the photo's, or the HD copy's through :func:`scale_framing`), over ``colour`` or, when given,
     ``background_image`` (uint8 RGB, fitted to cover the photo)."""
     affine, size_wh = framing.affine, framing.size_wh
-    with timed(timings, "warp_ms"):
+    with timings.phase("warp_ms"):
         crop = warp_to_output(rgb, affine, size_wh)
-    with timed(timings, "refine_ms"):
+    with timings.phase("refine_ms"):
         alpha, shoulders_cut = subject_alpha(low, framing, crop)
     face = face_region(size_wh[::-1], np.asarray(framing.eyes_out), framing.chin_out) & (alpha > 0.9)
-    with timed(timings, "lighting_ms"):
+    with timings.phase("lighting_ms"):
         lit = correct_lighting(crop, alpha > 0.5, params.lighting, face)
-    with timed(timings, "compose_ms"):
+    with timings.phase("compose_ms"):
         foreground = estimate_foreground(lit, alpha)
-    with timed(timings, "touchup_ms"):
+    with timings.phase("touchup_ms"):
         foreground = touch_up(foreground, params.touchups())
-    with timed(timings, "compose_ms"):
+    with timings.phase("compose_ms"):
         background = None
         if background_image is not None:
             background = fit_background(background_image, size_wh)
@@ -99,17 +98,17 @@ def make_hd_copy(
     spec: IdSpec,
     params: IdPhotoParams,
     colour: str,
-    timings: dict[str, float],
+    timings: Timings,
     background_image: np.ndarray | None = None,
 ) -> HdPhoto:
     """The same crop rendered at ``hd_size`` (the source's own detail, short side >= 600 px), with the same touch-ups
     and watermark (scaled), encoded at the DPI that keeps the physical size; no KB target."""
     hd_wh = hd_size((spec.width_px, spec.height_px), framing.scale)
     factor = hd_wh[0] / spec.width_px
-    hd_timings: dict[str, float] = {}
+    hd_timings = Timings()
     hd_framing = scale_framing(framing, factor, hd_wh)
     photo = render_photo(rgb, low, hd_framing, params, colour, hd_timings, background_image)
-    with timed(hd_timings, "encode_ms"):
+    with hd_timings.phase("encode_ms"):
         delivered = photo.rgb
         mark = params.watermark()
         if mark is not None:
@@ -118,7 +117,7 @@ def make_hd_copy(
             )
             delivered = draw_watermark(delivered, scaled).rgb
         encoded = encode_photo(delivered, params.format, spec.dpi * factor, alpha=photo.alpha_u8)
-    timings["hd_ms"] = sum(hd_timings.values())
+    timings.ms["hd_ms"] = sum(hd_timings.ms.values())
     return HdPhoto(encoded.data, hd_wh, round(spec.dpi * factor, 2))
 
 
@@ -138,11 +137,3 @@ def scale_framing(framing: Framing, factor: float, size_wh: tuple[int, int]) -> 
         chin_out=point(framing.chin_out),
         crown_out=point(framing.crown_out),
     )
-
-
-@contextmanager
-def timed(timings: dict[str, float], key: str):
-    """Add the block's wall time in ms to ``timings[key]``."""
-    start = time.perf_counter()
-    yield
-    timings[key] = timings.get(key, 0.0) + (time.perf_counter() - start) * 1000.0

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from deployments.common.engine import EngineInfo
+from deployments.common.timings import Timings
 from deployments.faces.types import Face
 from deployments.video.frames import FrameChunk, assemble, encode_segment, read_chunks
 from deployments.video.probe import VideoInfo
@@ -128,7 +128,7 @@ async def transcode_video(
     on_progress: Callable[[float], None] | None = None,
 ) -> VideoReport:
     """Run ``process_frame`` over every frame of ``source`` into ``out_path`` (H.264 MP4 with the source's audio)."""
-    timings: dict[str, float] = {}
+    timings = Timings()
     fps = float(info.fps)
     resumed = chunks.finished()
     state = chunks.state(resumed - 1) if resumed else None
@@ -140,21 +140,24 @@ async def transcode_video(
     rotation = state["rotation_deg"] if state else 0
     gate = asyncio.Semaphore(options.frames_in_flight)
     decoded = read_chunks(source, options.chunk_frames, first_chunk=resumed)
-    while (chunk := await _timed(timings, "decode", asyncio.to_thread(next, decoded, None))) is not None:
+    while True:
+        with timings.phase("decode"):
+            chunk = await asyncio.to_thread(next, decoded, None)
+        if chunk is None:
+            break
         rotation = chunk.rotation_deg
-        tracked = await _timed(timings, "analyze", _track(chunk, tracker, analyze, gate))
-        results = await _timed(
-            timings,
-            "frames",
-            asyncio.gather(*(_bounded(gate, process_frame(f, t)) for f, t in zip(chunk.frames, tracked))),
-        )
+        with timings.phase("analyze"):
+            tracked = await _track(chunk, tracker, analyze, gate)
+        with timings.phase("frames"):
+            results = await asyncio.gather(
+                *(_bounded(gate, process_frame(f, t)) for f, t in zip(chunk.frames, tracked))
+            )
         for result in results:
             engines.update({info_.engine + (info_.weights or ""): info_ for info_ in result.engines})
         faces_per_frame.extend(len(faces) for faces in tracked)
         segment = out_path.with_name(f"{out_path.stem}.chunk-{chunk.index:05d}.mp4")
-        await _timed(
-            timings, "encode", asyncio.to_thread(encode_segment, chunk, [r.rgb for r in results], info.fps, segment)
-        )
+        with timings.phase("encode"):
+            await asyncio.to_thread(encode_segment, chunk, [r.rgb for r in results], info.fps, segment)
         progress = min(1.0, len(faces_per_frame) / max(info.frames, 1))
         chunk_state = {
             "tracker": tracker.state(),
@@ -167,7 +170,8 @@ async def transcode_video(
             on_progress(progress)
     total = chunks.finished()
     segments = [chunks.segment(index) for index in range(total)]
-    await _timed(timings, "assemble", asyncio.to_thread(assemble, segments, source, rotation, out_path))
+    with timings.phase("assemble"):
+        await asyncio.to_thread(assemble, segments, source, rotation, out_path)
     return VideoReport(
         info=info,
         frames=len(faces_per_frame),
@@ -175,7 +179,7 @@ async def transcode_video(
         tracks=tracker.tracks_started,
         resumed_from_chunk=resumed,
         engines=list(engines.values()),
-        timings_ms=timings,
+        timings_ms=timings.ms,
     )
 
 
@@ -195,11 +199,3 @@ async def _track(
 async def _bounded(gate: asyncio.Semaphore, work: Awaitable[Any]) -> Any:
     async with gate:
         return await work
-
-
-async def _timed(timings: dict[str, float], stage: str, work: Awaitable[Any]) -> Any:
-    start = time.perf_counter()
-    try:
-        return await work
-    finally:
-        timings[stage] = round(timings.get(stage, 0.0) + (time.perf_counter() - start) * 1000.0, 2)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import functools
-import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -14,6 +12,7 @@ from deployments.cartoon.styles import cartoon_styles
 from deployments.common.admission import PixelCap
 from deployments.common.errors import ImageTooManyPixels
 from deployments.common.image import DecodedImage, decode_image
+from deployments.common.timings import Timings as Timings  # the jobs time their phases with it
 from deployments.common.weights import ModelSpec, load_manifest
 from deployments.idphoto.specs import IdSpec, load_specs
 from deployments.video.pipeline import VideoOptions
@@ -91,21 +90,6 @@ def _manifest(path: Path) -> dict[str, ModelSpec]:
 @lru_cache(maxsize=4)
 def _cartoon_styles(manifest_path: Path) -> tuple[str, ...]:
     return tuple(cartoon_styles(_manifest(manifest_path)))
-
-
-class Timings:
-    """Wall-clock milliseconds per phase of one request, reported in the result metadata."""
-
-    def __init__(self) -> None:
-        self.ms: dict[str, float] = {}
-
-    @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.ms[name] = round(self.ms.get(name, 0.0) + (time.perf_counter() - start) * 1000.0, 2)
 
 
 async def decode_upload(data: bytes, limits: Limits, cap: PixelCap, *, min_side_px: int | None = None) -> DecodedImage:
