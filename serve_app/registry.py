@@ -241,6 +241,20 @@ def job_entry(name: str) -> JobEntry:
         raise InvalidParameter(f"unknown task {name!r}; tasks: {', '.join(JOB_NAMES)}") from None
 
 
+_BY_PARAMS = {entry.params_model: entry for entry in JOB_ENTRIES}
+if len(_BY_PARAMS) != len(JOB_ENTRIES):
+    raise InternalError("two registry entries share a params model: a job's params must name its job (job_of)")
+
+
+def job_of(params: JobParams) -> JobEntry:
+    """The job whose validated options ``params`` are (every entry has its own ``params_model``): how a result
+    names its job, so no job module spells its own name."""
+    try:
+        return _BY_PARAMS[type(params)]
+    except KeyError:
+        raise InternalError(f"{type(params).__name__} is no job's params model") from None
+
+
 def result_extension(media_type: str) -> str:
     """The file extension a result of ``media_type`` is stored under (bucket results, downloads)."""
     for entry in JOB_ENTRIES:

@@ -37,7 +37,6 @@ async def run(backend: Backend, data: bytes, params: CartoonParams, context: Job
         source = await decode_upload(data, context.limits, CARTOON_OUTPUT)
     cartoon = await cartoonize(backend, source.rgb, params, timings)
     return await encode_job_result(
-        "cartoon",
         params,
         source,
         cartoon.rgb,

@@ -46,7 +46,6 @@ async def run(backend: Backend, data: bytes, params: ColorizeParams, context: Jo
     model = params.model or await backend.call(DEFAULT_COLORIZE_MODEL)
     colored, engine = await colorize_photo(backend, source.rgb, model, timings, params.input_size)
     return await encode_job_result(
-        "colorize",
         params.model_copy(update={"model": model}),
         source,
         colored,

@@ -15,6 +15,7 @@ from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.deadline import run_in_worker
 from serve_app.jobs.results import JobResult, build_meta, engine_summary
+from serve_app.registry import job_of
 
 
 def parse(fields: Mapping[str, Any], context: JobContext) -> IdPhotoParams:
@@ -36,7 +37,7 @@ async def run(backend: Backend, data: bytes, params: IdPhotoParams, context: Job
     timings.ms.update({f"idphoto.{stage}": round(ms, 2) for stage, ms in outcome.timings_ms.items()})
     engine, weights = engine_summary([matte_engine_info(backend.manifest, params.matting)], fallback="none")
     meta = build_meta(
-        "idphoto",
+        job_of(params).name,
         params,
         engine,
         weights,

@@ -77,7 +77,6 @@ async def run(backend: Backend, data: bytes, params: RestoreParams, context: Job
             for face, a, r in zip(chosen, restored.aligned, restored.faces)
         ]
     return await encode_job_result(
-        "restore",
         params.model_copy(update={"model": model}),
         source,
         result,

@@ -11,9 +11,11 @@ import numpy as np
 
 from deployments.common.engine import EngineInfo
 from deployments.common.image import MEDIA_TYPES, DecodedImage, encode_image, resize_alpha
+from deployments.common.params import JobParams
 from serve_app import __version__
 from serve_app.jobs.context import Timings
 from serve_app.jobs.deadline import run_in_worker
+from serve_app.registry import job_of
 from serve_app.schemas import ResultMeta, WeightsOut
 
 # Images a result may carry beside its own, in its media type: an ID photo's print sheet and HD copy. Each travels as
@@ -163,8 +165,7 @@ def build_meta(
 
 
 async def encode_job_result(
-    job: str,
-    params: Any,
+    params: JobParams,
     source: DecodedImage,
     rgb: np.ndarray,
     engines: list[EngineInfo],
@@ -175,13 +176,14 @@ async def encode_job_result(
     attachments: dict[str, Any] | None = None,
     report: dict[str, Any] | None = None,
 ) -> JobResult:
-    """The last step of the image-to-image jobs: encode like the source (in a worker thread) and describe it."""
+    """The last step of the image-to-image jobs: encode like the source (in a worker thread) and describe it (the job
+    is the one ``params`` belong to: ``registry.job_of``)."""
     fmt = output_format(params.format, source)
     with timings.phase("encode"):
         body = await run_in_worker(encode_like_source, rgb, fmt, source)
     engine, weights = engine_summary(engines, fallback=fallback_engine)
     meta = build_meta(
-        job,
+        job_of(params).name,
         params,
         engine,
         weights,

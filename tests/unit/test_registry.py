@@ -3,6 +3,7 @@ is derived from them or held to them here (the page, the lexicon, the Serve YAML
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import re
@@ -13,8 +14,9 @@ import yaml
 from fastapi.testclient import TestClient
 from ray.serve._private.build_app import build_app as build_serve_app
 
-from deployments.common.errors import ModelUnavailable
+from deployments.common.errors import InternalError, ModelUnavailable
 from deployments.common.image import MEDIA_TYPES
+from deployments.common.params import JobParams
 from deployments.common.weights import ModelSpec, load_manifest
 from deployments.restore.architecture import Architecture, declared_traits, restorer_architecture
 from deployments.restore.params import (
@@ -29,7 +31,7 @@ from serve_app.instructions import InstructionUnclear, LlmInterpreter, LlmOption
 from serve_app.instructions.vocabulary import build_vocabulary, enum_values, load_lexicon
 from serve_app.jobs import JOBS, job_context
 from serve_app.openai_api import openai_model_list
-from serve_app.registry import JOB_ENTRIES, JOB_NAMES, WHOLE_JOBS, result_extension
+from serve_app.registry import JOB_ENTRIES, JOB_NAMES, WHOLE_JOBS, job_of, result_extension
 from serve_app.routes import create_api
 from serve_app.schemas import ResultMeta
 from serve_app.settings import Settings
@@ -73,6 +75,24 @@ def test_every_output_format_a_job_accepts_is_one_of_its_result_media_types():
         )
         for media_type, extension in entry.result_media_types.items():
             assert result_extension(media_type) == extension
+
+
+def test_a_result_names_its_job_from_the_registry_not_from_the_job_module():
+    """Each entry has its own params model, so ``job_of(params)`` is the job a result belongs to; the job modules
+    pass ``encode_job_result`` / ``build_meta`` no name of their own. Left: ``idphoto_steps.py`` still spells
+    ``f"idphoto-{step}"`` (being rewritten by its owner)."""
+    context = job_context(Settings())
+    for entry in JOB_ENTRIES:
+        assert job_of(JOBS[entry.name].parse({}, context)) is entry
+    with pytest.raises(InternalError, match="no job's params model"):
+        job_of(JobParams())
+    spelled = set()
+    for path in (REPO_ROOT / "serve_app" / "jobs").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            named = isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("encode_job_result", "build_meta")
+            if named and node.args and isinstance(node.args[0], ast.Constant | ast.JoinedStr):
+                spelled.add(path.name)
+    assert spelled <= {"idphoto_steps.py"}
 
 
 def test_the_wire_literals_are_the_registrys_job_names():
