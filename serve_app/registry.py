@@ -9,10 +9,11 @@ What the app derives from the entries:
   route the backfill CLI posts to (``route``);
 - the wire ``Literal`` of job names (``JobName``: ``ResultMeta.job``, ``InstructionOut.task``), the tasks a bucket
   route accepts, and the file extension of each result media type (``result_extension``);
-- the OpenAI model list (a model per job) and the display names, English and Chinese (``title``);
+- the OpenAI model list (a model per job) and the display names, English and Chinese (``title``: the web page's too,
+  from ``GET /v1/tasks``), and the job a result names (``job_of``: by its params model);
 - the instruction interpreters' text: the LLM's system prompt (``prompt_hint``) and the rules' "no job" refusal
   (``example_words``); ``tests/unit/test_registry.py`` holds ``instructions/lexicon.yaml``, the web page's job list
-  (``web/common.js`` ROUTES, ``index.html``, ``i18n.js``) and every Serve YAML (``deployments``) to the entries.
+  (``web/common.js`` ROUTES, ``index.html``) and every Serve YAML (``deployments``) to the entries.
 
 Fields of an entry:
 
