@@ -16,7 +16,8 @@ values in the job outcomes, not exceptions; they become errors only where a requ
     │   ├── CorruptVideo            400 corrupt_video
     │   ├── VideoTooLarge           413 video_too_large    (details.limit names the bound)
     │   ├── NoFaceFound             422 no_face
-    │   └── NotCompliant            422 not_compliant
+    │   ├── NotCompliant            422 not_compliant
+    │   └── InputRefused            422 input_refused    (the compliance gate refused the photo: ``reason_codes``)
     └── ServiceError (5xx: our side)
         ├── InternalError           500 internal_error   (our own consistency checks: a bug, never the caller's fault)
         ├── ModelUnavailable        503 model_unavailable
@@ -101,6 +102,20 @@ class NoFaceFound(InputError):
 class NotCompliant(InputError):
     code = "not_compliant"
     http_status = 422
+
+
+class InputRefused(InputError):
+    """The compliance gate will not run this photo (nudity, not a real photograph, a covered face...).
+
+    ``reason_codes`` are in the ID-photo report's vocabulary (``deployments/idphoto/texts.py``) and are also
+    ``details["reason_codes"]``, beside the reasons and advice in English and Chinese."""
+
+    code = "input_refused"
+    http_status = 422
+
+    def __init__(self, message: str, *, reason_codes: tuple[str, ...], details: dict[str, Any] | None = None) -> None:
+        super().__init__(message, details={**(details or {}), "reason_codes": list(reason_codes)})
+        self.reason_codes = tuple(reason_codes)
 
 
 class ServiceError(PortraitError):
