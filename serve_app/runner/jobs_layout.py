@@ -10,7 +10,7 @@
 
 ``owner`` is the API key's id (``anonymous`` without keys): a key sees only its own jobs. A job id is
 ``<expiry, unix seconds in hex>-<24 random hex>``: an id past its expiry answers 410 ``gone`` whether or not the
-sweep has deleted its objects yet, and unknown ids stay 404.
+sweep has deleted its objects yet, and unknown ids stay 404 (so does an id whose expiry no date can hold).
 """
 
 from __future__ import annotations
@@ -48,7 +48,14 @@ def new_job_id(expires_at: datetime) -> str:
 
 
 def is_job_id(text: str) -> bool:
-    return _JOB_ID.fullmatch(text) is not None
+    """The shape of a job id, with an expiry a date can hold (``ffffffffff-...`` is past year 9999: no job's)."""
+    if _JOB_ID.fullmatch(text) is None:
+        return False
+    try:
+        expiry_of(text)
+    except (ValueError, OverflowError, OSError):
+        return False
+    return True
 
 
 def expiry_of(job_id: str) -> datetime:
