@@ -32,6 +32,9 @@ class JobsConfig(BaseModel):
     )
     retention_s: int = Field(DAY_S, ge=1, le=90 * DAY_S, description="a job's input, result and record live this long")
     max_queued: int = Field(256, ge=1, le=100_000, description="accepted jobs not yet finished; beyond: 503")
+    max_queued_per_key: int | None = Field(
+        None, ge=1, description="of max_queued, what one key may hold (default with keys: a quarter); beyond: 503"
+    )
     callback_secret: SecretStr | None = Field(None, description="signs callbacks of keys without their own secret")
     callback_hosts: tuple[str, ...] = Field(
         (), description="hosts or CIDRs a callback may reach besides public addresses (e.g. 127.0.0.1, 10.0.0.0/8)"

@@ -86,11 +86,26 @@ class JobsRunner:
 
     # Admission ----------------------------------------------------------------------------------------------------
 
+    def share(self) -> int:
+        """How many of the queue's ``max_queued`` one owner may hold: ``max_queued_per_key``, else with keys a quarter
+        (one key filling its share leaves room for the others), else all (without keys there is one owner)."""
+        limit = self.config.max_queued
+        if self.config.max_queued_per_key is not None:
+            return min(limit, self.config.max_queued_per_key)
+        return max(1, limit // 4) if len(self._keys) else limit
+
     def enqueue(self, task: str, ref: JobRef) -> None:
-        """Hand a stored job to the worker; ``Overloaded`` (503) when ``max_queued`` jobs are waiting."""
+        """Hand a stored job to the worker; ``Overloaded`` (503) when the owner holds its ``share`` of the queue, or
+        ``max_queued`` jobs are waiting."""
         if self._worker is None or len(self._open) >= self.config.max_queued:
             raise Overloaded(
                 f"the jobs queue is full ({self.config.max_queued} jobs waiting); retry later",
+                details={"retry_after_s": 5},
+            )
+        share = self.share()
+        if sum(1 for held in self._open if held.owner == ref.owner) >= share:
+            raise Overloaded(
+                f"key {ref.owner!r} has {share} jobs waiting, its share of the jobs queue; retry later",
                 details={"retry_after_s": 5},
             )
         route = self._worker.table.route(route_name(task))
