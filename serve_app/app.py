@@ -35,8 +35,8 @@ class AppArgs(BaseModel):
     # API keys ({keys: [{id, sha256, rate_per_s, burst, daily_quota, tasks, callback_secret}], keys_file});
     # docs/operations.md "Keys and quotas". Without keys every route is open, as on a laptop.
     auth: AuthConfig = Field(default_factory=AuthConfig)
-    # Asynchronous jobs (/v1/jobs; they run in the bucket runner): {store, retention_s, max_queued, callback_secret,
-    # callback_hosts, ...}; docs/buckets-and-jobs.md "Asynchronous jobs".
+    # Asynchronous jobs (/v1/jobs; they run in the bucket runner): {store, retention_s, max_queued, max_queued_per_key,
+    # open_beyond_loopback, callback_secret, callback_hosts, ...}; docs/buckets-and-jobs.md "Asynchronous jobs".
     jobs: JobsConfig = Field(default_factory=JobsConfig)
 
 

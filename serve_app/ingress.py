@@ -16,7 +16,7 @@ from serve_app.auth.deployment import RayLimiter
 from serve_app.handles import BucketRunnerClient, ServeReplicaCounts, Stages, handle_backend
 from serve_app.instructions import InstructionsConfig
 from serve_app.jobs import JOBS
-from serve_app.jobs_api import JobsService
+from serve_app.jobs_api import jobs_service
 from serve_app.routes import create_api
 from serve_app.runner.jobs_config import JobsConfig
 from serve_app.runner.jobs_store import JobStore
@@ -60,7 +60,7 @@ class Ingress:
         self._jobs = None
         if jobs is not None and self._event_sink is not None:  # the jobs run in the bucket runner
             store = JobStore(jobs.location(self._settings.buckets_root), jobs.s3, JOBS)
-            self._jobs = JobsService(jobs, store, self._event_sink)
+            self._jobs = jobs_service(jobs, store, self._event_sink, keys=keys, http_host=http_host)
 
     def __serve_build_asgi_app__(self):
         """Serve calls this after ``__init__``: the routes get the handles' backend."""

@@ -15,11 +15,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from deployments.common.errors import InputError, PortraitError
+from serve_app.auth.errors import Forbidden
 from serve_app.runner.jobs_config import JobsConfig
 from serve_app.runner.jobs_layout import JobRef, expiry_of, is_job_id, new_job_id
 from serve_app.runner.jobs_records import IdempotencyClaim, JobRecord, JobState, JobStatus, JobView
 from serve_app.runner.jobs_runner import JobsRunner
 from serve_app.runner.jobs_store import JobStore
+from serve_app.upload_spool import SpooledBody
 from storage.errors import PreconditionFailed
 
 CLAIM_TTL_S = 300.0  # an idempotency claim not accepted by then was left by a submit that died
@@ -77,7 +79,7 @@ class LocalJobQueue:
 @dataclass(frozen=True)
 class Submission:
     task: str
-    data: bytes
+    body: SpooledBody  # the input: in memory, or in a temporary file that lives while the submit does
     fields: dict[str, Any]  # the options, as sent
     callback_url: str | None = None
     idempotency_key: str | None = None
@@ -86,17 +88,28 @@ class Submission:
 def _fingerprint(job: Submission) -> str:
     """What a repeated submit must repeat: task, options, callback and input bytes."""
     described = json.dumps([job.task, job.fields, job.callback_url], sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(described.encode() + hashlib.sha256(job.data).digest()).hexdigest()
+    return hashlib.sha256(described.encode() + job.body.sha256).hexdigest()  # the input hashed as it arrived
 
 
 class JobsService:
+    """``ids_are_capabilities``: every caller is one owner (no keys) on a network (``serve_app.jobs_api.tenancy``), so
+    only a job's id leads to it: the list is refused, and a reused idempotency key does not name the job it is taken
+    by."""
+
     def __init__(
-        self, config: JobsConfig, store: JobStore, queue: JobQueue, clock: Callable[[], datetime] | None = None
+        self,
+        config: JobsConfig,
+        store: JobStore,
+        queue: JobQueue,
+        clock: Callable[[], datetime] | None = None,
+        *,
+        ids_are_capabilities: bool = False,
     ) -> None:
         self.config = config
         self.store = store
         self._queue = queue
         self._clock = clock or (lambda: datetime.now(UTC))
+        self.ids_are_capabilities = ids_are_capabilities
 
     async def submit(self, owner: str, job: Submission) -> tuple[JobView, bool]:
         """(the job, whether it is new): the same idempotency key of the same owner gives the same job, however close
@@ -121,7 +134,7 @@ class JobsService:
                 if claim.fingerprint not in (None, fingerprint):
                     raise IdempotencyKeyReused(
                         "this idempotency_key was used for another submission (task, options, callback or input)",
-                        details={"id": claim.id},
+                        details={} if self.ids_are_capabilities else {"id": claim.id},
                     )
                 if claim.accepted:
                     view = await asyncio.to_thread(self.store.view, JobRef(owner, claim.id))
@@ -173,7 +186,7 @@ class JobsService:
             idempotency=digest,
             created_at=created_at,
             expires_at=expires_at,
-            input_bytes=len(job.data),
+            input_bytes=job.body.size_bytes,
         )
 
     async def _accept(self, record: JobRecord, job: Submission) -> JobView:
@@ -181,7 +194,7 @@ class JobsService:
         claim with it (nothing accepted, nothing kept, and the next submit with the key goes ahead at once)."""
         ref = JobRef(record.owner, record.id)
         try:
-            await asyncio.to_thread(self.store.create, record, job.data, job.fields)
+            await asyncio.to_thread(self.store.create, record, job.body.content, job.fields)
             await self._queue.enqueue(job.task, ref)
         except PortraitError:
             await asyncio.to_thread(self.store.delete, ref, record)
@@ -200,7 +213,12 @@ class JobsService:
         return view
 
     async def list(self, owner: str, status: JobStatus | None, limit: int) -> list[JobView]:
-        """The owner's jobs, newest first (ids start with their expiry)."""
+        """The owner's jobs, newest first (ids start with their expiry); 403 when ids are capabilities."""
+        if self.ids_are_capabilities:
+            raise Forbidden(
+                "listing jobs needs an API key: without keys on a network a job is reached only by its id "
+                '(docs/operations.md "Keys and quotas")'
+            )
         refs = await asyncio.to_thread(lambda: sorted(self.store.refs(owner), key=lambda r: r.id, reverse=True))
         views = []
         for ref in refs:

@@ -35,6 +35,9 @@ class JobsConfig(BaseModel):
     max_queued_per_key: int | None = Field(
         None, ge=1, description="of max_queued, what one key may hold (default with keys: a quarter); beyond: 503"
     )
+    open_beyond_loopback: bool = Field(
+        False, description="start the jobs API without keys on a host beyond loopback (a trusted network only)"
+    )
     callback_secret: SecretStr | None = Field(None, description="signs callbacks of keys without their own secret")
     callback_hosts: tuple[str, ...] = Field(
         (), description="hosts or CIDRs a callback may reach besides public addresses (e.g. 127.0.0.1, 10.0.0.0/8)"

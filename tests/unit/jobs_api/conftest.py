@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from serve_app.auth import ApiKeyIn, Gate, KeyRing, LimitBook, LocalLimiter, hash_key
 from serve_app.jobs import JOBS
-from serve_app.jobs_api import JobsService, LocalJobQueue
+from serve_app.jobs_api import JobsService, LocalJobQueue, jobs_service
 from serve_app.routes import create_api
 from serve_app.runner.callbacks import Target
 from serve_app.runner.jobs_config import JobsConfig
@@ -58,9 +58,17 @@ class JobsApp:
 
 
 def make_jobs_app(
-    tmp_path, backend, context, *, keys: dict | None = None, send_callbacks: bool = False, **config
+    tmp_path,
+    backend,
+    context,
+    *,
+    keys: dict | None = None,
+    send_callbacks: bool = False,
+    http_host: str = "127.0.0.1",
+    **config,
 ) -> JobsApp:
-    """``send_callbacks``: callbacks go out over the network (``callback_poster``), not to ``receiver``."""
+    """``send_callbacks``: callbacks go out over the network (``callback_poster``), not to ``receiver``;
+    ``http_host``: where the ingress would listen (the jobs API is built as it builds it)."""
     settings = {"store": str(tmp_path / "jobs"), "callback_secret": SECRET, "callback_hosts": ["127.0.0.1"]}
     jobs = JobsConfig.model_validate({**settings, **config})
     store = JobStore(jobs.location(None), jobs.s3, JOBS)
@@ -71,7 +79,7 @@ def make_jobs_app(
     table = build_routing_table(job_routes(jobs, store, JOBS), context)
     worker = BucketWorker(table, job_executor(backend, context), context, on_outcome=runner.observe)
     runner.attach(worker)
-    service = JobsService(jobs, store, LocalJobQueue(runner))
+    service = jobs_service(jobs, store, LocalJobQueue(runner), keys=ring, http_host=http_host)
     app = create_api()
     app.state.backend = backend
     app.state.settings = Settings()
