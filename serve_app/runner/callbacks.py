@@ -8,11 +8,16 @@ or a network holding it is listed in ``args.jobs.callback_hosts``. An https rece
 for the URL's host name: against the public roots httpx trusts (certifi, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``), plus
 the CAs of ``args.jobs.callback_ca_file`` for receivers behind a private CA. Delivery is at least once: the receiver
 dedupes by job id.
+
+What a receiver can make the runner spend is bounded: one attempt (resolving, connecting, TLS, sending, the answer's
+status line and headers) ends within ``callback_timeout_s`` whatever the receiver does, and the answer's body is never
+read (only the status counts).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import ipaddress
@@ -121,18 +126,45 @@ async def post_to(
     target: Target, body: bytes, headers: dict[str, str], timeout_s: float, *, tls: ssl.SSLContext
 ) -> int:
     """POST to the checked address (not a second lookup of the name), with the URL's host for Host and TLS (SNI and
-    the certificate's name)."""
+    the certificate's name). The answer is streamed and only its status line and headers are read (httpcore caps them
+    at 100 KiB, and reads the socket 64 KiB at a time): its body never is, whatever its length."""
     parsed = urllib.parse.urlsplit(target.url)
     literal = f"[{target.address}]" if ":" in target.address else target.address
     pinned = parsed._replace(netloc=f"{literal}:{target.port}").geturl()
     async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False, verify=tls) as client:
-        answer = await client.post(
+        async with client.stream(
+            "POST",
             pinned,
             content=body,
             headers={**headers, "Host": parsed.netloc.rsplit("@", 1)[-1], "Content-Type": "application/json"},
             extensions={"sni_hostname": target.host},
-        )
-    return answer.status_code
+        ) as answer:
+            return answer.status_code  # the body is left unread: closing the stream drops the connection
+
+
+async def attempt(
+    url: str,
+    body: bytes,
+    secret: str,
+    *,
+    config: JobsConfig,
+    timeout_s: float,
+    post: Poster,
+    headers: dict[str, str] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> str | None:
+    """One signed POST, all of it (resolving the host, connecting, TLS, sending, the answer's status) within
+    ``timeout_s``: ``None`` when the receiver answered 2xx, else what went wrong."""
+    signed = {**(headers or {}), SIGNATURE_HEADER: sign(secret, body, int(clock()))}
+    try:
+        async with asyncio.timeout(timeout_s):
+            target = await asyncio.to_thread(resolve_target, url, config)
+            status = await post(target, body, signed, timeout_s)
+    except TimeoutError:  # before OSError: it is one
+        return f"TimeoutError: the attempt took longer than callback_timeout_s ({timeout_s:g} s)"
+    except (httpx.HTTPError, OSError, CallbackRefused) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None if 200 <= status < 300 else f"HTTP {status}"
 
 
 @dataclass(frozen=True)
@@ -151,27 +183,27 @@ async def deliver(
     deadline_s: float,
     timeout_s: float,
     post: Poster,
+    headers: dict[str, str] | None = None,
+    slots: asyncio.Semaphore | None = None,
     on_attempt: Callable[[int, str | None], Awaitable[None]] | None = None,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> Delivery:
     """POST (through ``post``: ``callback_poster`` sends) until a 2xx answer or ``deadline_s`` (unix time); backoff
-    1 s doubling to 5 min. Each attempt is signed afresh (its own ``t``) and reported to ``on_attempt``."""
-    attempt, error = 0, None
+    1 s doubling to 5 min. Each attempt is signed afresh (its own ``t``), holds one of ``slots`` (a bound on POSTs
+    at once; not while waiting for the next) and is reported to ``on_attempt``."""
+    tries, error = 0, None
     while True:
-        attempt += 1
-        headers = {SIGNATURE_HEADER: sign(secret, body, int(clock()))}
-        try:
-            target = await asyncio.to_thread(resolve_target, url, config)
-            status = await post(target, body, headers, timeout_s)
-            error = None if 200 <= status < 300 else f"HTTP {status}"
-        except (httpx.HTTPError, OSError, CallbackRefused) as exc:
-            error = f"{type(exc).__name__}: {exc}"
+        tries += 1
+        async with slots or contextlib.nullcontext():
+            error = await attempt(
+                url, body, secret, config=config, timeout_s=timeout_s, post=post, headers=headers, clock=clock
+            )
         if on_attempt is not None:
-            await on_attempt(attempt, error)
+            await on_attempt(tries, error)
         if error is None:
-            return Delivery(True, attempt, None)
-        wait_s = min(MAX_BACKOFF_S, 2.0 ** (attempt - 1))
+            return Delivery(True, tries, None)
+        wait_s = min(MAX_BACKOFF_S, 2.0 ** (tries - 1))
         if clock() + wait_s > deadline_s:
-            return Delivery(False, attempt, error)
+            return Delivery(False, tries, error)
         await sleep(wait_s)

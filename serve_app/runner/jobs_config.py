@@ -48,7 +48,9 @@ class JobsConfig(BaseModel):
         "with a private or self-signed certificate); read where the bucket runner runs",
     )
     callback_retry_s: float = Field(3900.0, ge=3600, description="how long a failing callback is retried")
-    callback_timeout_s: float = Field(10.0, gt=0, le=60)
+    callback_timeout_s: float = Field(
+        10.0, gt=0, le=60, description="one attempt, all of it: resolving, connecting, TLS, sending, the answer status"
+    )
     sweep_interval_s: float = Field(10.0, gt=0, le=3600, description="how often expired jobs are looked for")
     redirect_from_bytes: int | None = Field(
         None,
