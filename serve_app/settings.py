@@ -40,6 +40,14 @@ class Settings(ModelSettings):
         "off: only status and version",
     )
     max_video_bytes: int = Field(512 * 1024**2, gt=0, description="largest video a job or bucket route accepts")
+    upload_memory_bytes: int = Field(
+        8 * 1024**2,
+        ge=0,
+        description="a POST /v1/jobs upload up to this stays in memory; a larger one goes to a temporary file",
+    )
+    upload_tmp_dir: Path | None = Field(
+        None, description="folder of the uploads' temporary files (default: the system's temporary folder)"
+    )
     video_max_duration_s: float = Field(600.0, gt=0, description="longest video, from its container's header")
     video_max_frames: int = Field(15_000, gt=0, description="most frames of one video")
     video_max_frame_pixels: int = Field(1920 * 1088, gt=0, description="largest frame (before any upscale)")

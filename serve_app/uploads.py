@@ -8,6 +8,9 @@ Every body is read as a stream under a running byte cap and one deadline for the
 multipart part) is refused with 413 as soon as it passes the cap, never read whole first, and a client that drips
 its bytes holds a request slot no longer than ``body_timeout_s`` (408). The cap allows for the shape's own growth:
 base64 in JSON is 4/3 of the image, a form carries boundaries and option fields.
+
+The synchronous routes read a photo whole here (``read_upload``: at most the photo cap); ``POST /v1/jobs``, whose
+upload may be a 512 MiB video, streams it into a spool instead (``serve_app.streamed_uploads``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -155,34 +158,51 @@ def base64_head(encoded: bytes) -> bytes | None:
 
 
 async def read_body(request: Request, *, cap: BodyCap, timeout_s: float) -> bytes:
-    """The whole body, read chunk by chunk: ``cap.refusal`` (413) once it passes its cap (or declares more: then
-    after its first bytes, at most ``SNIFF_WITHIN_BYTES``, tell what it carries), :class:`BodyTimeout` (408) when
-    it has not all arrived within ``timeout_s``."""
+    """The whole body in memory, read under ``stream_body``'s cap and deadline."""
+    body = bytearray()
+
+    async def keep(chunk: bytes) -> None:
+        body.extend(chunk)
+
+    await stream_body(request, cap=cap, timeout_s=timeout_s, sink=keep)
+    return bytes(body)
+
+
+async def stream_body(
+    request: Request, *, cap: BodyCap, timeout_s: float, sink: Callable[[bytes], Awaitable[None]]
+) -> int:
+    """Hand the body to ``sink`` chunk by chunk, never holding it here; its size. ``cap.refusal`` (413) once it
+    passes its cap (or declares more: then after its first bytes, at most ``SNIFF_WITHIN_BYTES``, tell what it
+    carries), :class:`BodyTimeout` (408) when it has not all arrived within ``timeout_s``."""
     declared = request.headers.get("content-length", "")
     declared_bytes = int(declared) if declared.isdigit() else None
-    body = bytearray()
+    start = bytearray()  # the first SNIFF_WITHIN_BYTES: what tells the cap
+    received = 0
     limit = cap.limit_bytes(b"")
-    try:
-        async with asyncio.timeout(timeout_s):
-            stream = request.stream()
-            while True:
-                if limit is None:
-                    limit = cap.limit_bytes(bytes(body[:SNIFF_WITHIN_BYTES]))
-                if limit is not None and declared_bytes is not None and declared_bytes > limit:
-                    raise cap.refusal(bytes(body[:SNIFF_WITHIN_BYTES]), f"the request declares {declared_bytes} bytes")
-                bound = cap.most_bytes if limit is None else limit
-                if len(body) > bound:
-                    found = f"the request has more than {bound} bytes (refused there)"
-                    raise cap.refusal(bytes(body[:SNIFF_WITHIN_BYTES]), found)
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    stream = request.stream()
+    while True:
+        if limit is None:
+            limit = cap.limit_bytes(bytes(start))
+        if limit is not None and declared_bytes is not None and declared_bytes > limit:
+            raise cap.refusal(bytes(start), f"the request declares {declared_bytes} bytes")
+        bound = cap.most_bytes if limit is None else limit
+        if received > bound:
+            raise cap.refusal(bytes(start), f"the request has more than {bound} bytes (refused there)")
+        try:
+            async with asyncio.timeout_at(deadline):  # the wait for the client only, not the sink's work
                 chunk = await anext(stream, None)
-                if chunk is None:
-                    return bytes(body)
-                body += chunk
-    except TimeoutError:
-        raise BodyTimeout(
-            f"the request body did not arrive within {timeout_s:g} s ({len(body)} bytes by then)",
-            details={"timeout_s": timeout_s},
-        ) from None
+        except TimeoutError:
+            raise BodyTimeout(
+                f"the request body did not arrive within {timeout_s:g} s ({received} bytes by then)",
+                details={"timeout_s": timeout_s},
+            ) from None
+        if chunk is None:
+            return received
+        received += len(chunk)
+        if len(start) < SNIFF_WITHIN_BYTES:
+            start += chunk[: SNIFF_WITHIN_BYTES - len(start)]
+        await sink(chunk)
 
 
 def load_json(body: bytes, what: str) -> Any:
@@ -194,11 +214,11 @@ def load_json(body: bytes, what: str) -> Any:
         raise InvalidParameter(f"{what} cannot be parsed: {reason}") from None
 
 
-async def read_upload(request: Request, settings: Settings, *, videos: bool = False) -> Upload:
-    """The photo (or, ``videos`` for ``POST /v1/jobs``, the video) and the options of a request, read under the cap
-    of its kind."""
+async def read_upload(request: Request, settings: Settings) -> Upload:
+    """The photo and the options of a request to a synchronous route, read whole under the photo cap (a video is
+    refused: 415). ``POST /v1/jobs`` streams its upload instead (``serve_app.streamed_uploads``)."""
     content_type = media_type(request)
-    caps = media_caps(settings.max_image_bytes, settings.max_video_bytes if videos else None)
+    caps = media_caps(settings.max_image_bytes, None)
     body = await read_body(request, cap=UploadCap(caps, content_type), timeout_s=settings.body_timeout_s)
     query = dict(request.query_params)
     if content_type == "multipart/form-data":
@@ -243,7 +263,7 @@ async def parsed_form(request: Request, body: bytes) -> AsyncIterator[FormData]:
 
 
 def json_upload(body: bytes, query: dict[str, Any]) -> Upload:
-    """The image and options of a JSON body already read (``read_upload``, and the jobs API's JSON submissions)."""
+    """The image and options of a JSON body already read (``read_upload``)."""
     payload = load_json(body, "the JSON body")
     if not isinstance(payload, dict) or not isinstance(payload.get("image_b64"), str):
         raise InvalidParameter("the JSON body needs a string field 'image_b64'")

@@ -89,6 +89,43 @@ async def send_stalled(app, path: str, content_type: str, first: bytes, *, timeo
     return answer
 
 
+@dataclass
+class Hold:
+    """Where a held upload stops: after ``after_bytes`` it waits for ``resume``, then goes on, or (``leave``)
+    disconnects."""
+
+    after_bytes: int
+    resume: asyncio.Event = field(default_factory=asyncio.Event)
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+    leave: bool = False
+
+
+async def send_held(
+    app, path: str, content_type: str, parts: Iterator[bytes], hold: Hold, *, headers: dict[str, str] | None = None
+) -> Answer:
+    """POST ``parts`` as a chunked body that stops at ``hold.after_bytes`` (``hold.reached`` set) until
+    ``hold.resume`` is set, then goes on or disconnects (``hold.leave``)."""
+    answer = Answer()
+    pending = iter(parts)
+
+    async def receive() -> dict:
+        if answer.status:
+            return {"type": "http.disconnect"}
+        if answer.bytes_read >= hold.after_bytes and (hold.leave or not hold.resume.is_set()):
+            hold.reached.set()
+            await hold.resume.wait()
+            if hold.leave:
+                return {"type": "http.disconnect"}
+        chunk = next(pending, None)
+        if chunk is None:
+            return {"type": "http.request", "body": b"", "more_body": False}
+        answer.bytes_read += len(chunk)
+        return {"type": "http.request", "body": chunk, "more_body": True}
+
+    await app(_scope(path, content_type, headers or {}), receive, _sender(answer))
+    return answer
+
+
 def _sender(answer: Answer):
     async def send(message: dict) -> None:
         if message["type"] == "http.response.start":
@@ -101,6 +138,7 @@ def _sender(answer: Answer):
 
 def _scope(path: str, content_type: str, headers: dict[str, str]) -> dict:
     raw = {"content-type": content_type, "transfer-encoding": "chunked", **headers}
+    path, _, query = path.partition("?")
     return {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -110,7 +148,7 @@ def _scope(path: str, content_type: str, headers: dict[str, str]) -> dict:
         "path": path,
         "raw_path": path.encode(),
         "root_path": "",
-        "query_string": b"",
+        "query_string": query.encode(),
         "headers": [(name.encode("latin-1"), value.encode("latin-1")) for name, value in raw.items()],
         "client": ("127.0.0.1", 50000),
         "server": ("127.0.0.1", 8000),

@@ -13,6 +13,7 @@ import functools
 import importlib
 import json
 import math
+import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -132,14 +133,23 @@ def read_object(store: ObjectStore, key: str, folder: Path, context: JobContext)
     return (path if looks_like_video(head) else path.read_bytes()), info
 
 
-def check_media(task: str, data: bytes, context: JobContext) -> None:
-    """What ``POST /v1/jobs`` checks of its input before accepting it: a video against the video limits (its
-    header) and the job's ability to take one; either against its kind's byte cap. Blocking."""
-    context.media_caps().check(data[:SNIFF_BYTES], len(data), "the upload")
-    if not looks_like_video(data[:SNIFF_BYTES]):
+def check_media(task: str, data: bytes | Path, context: JobContext) -> None:
+    """What ``POST /v1/jobs`` checks of its input (its bytes, or the file holding them) before accepting it: a video
+    against the video limits (its header) and the job's ability to take one; either against its kind's byte cap.
+    Blocking."""
+    if isinstance(data, Path):
+        with open(data, "rb") as file:
+            head, size_bytes = file.read(SNIFF_BYTES), os.fstat(file.fileno()).st_size
+    else:
+        head, size_bytes = data[:SNIFF_BYTES], len(data)
+    context.media_caps().check(head, size_bytes, "the upload")
+    if not looks_like_video(head):
         return
     if not job_entry(task).frames:
         raise UnsupportedVideo(f"the {task} job takes photos, not videos; video jobs: {', '.join(video_tasks())}")
+    if isinstance(data, Path):
+        probe_video(data, context.video.limits)  # the header only: a file of any size costs no memory
+        return
     with tempfile.TemporaryDirectory(prefix="portrait-probe-") as folder:
         path = Path(folder) / "source"
         path.write_bytes(data)

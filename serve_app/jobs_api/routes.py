@@ -44,17 +44,18 @@ async def submit_job(request: Request) -> JSONResponse:
     """Accept a job: 202 with its id and ``Location``; the same options, checks and errors as ``POST /v1/{task}``
     (a bad option is a 422 now, not a failed job). The same ``idempotency_key`` again: 200 with the same job."""
     service, settings = _jobs(request), settings_of(request)
-    job = await read_submission(request, service.config, settings)
-    require_job(job.task)
-    context = job_context(settings)
-    parse_job_params(job.task, job.fields, context)
-    await asyncio.to_thread(check_media, job.task, job.data, context)  # 413/415 now, not a failed job
-    if job.callback_url is not None:
-        key = current_key()
-        if not ((key and key.callback_secret) or service.config.callback_secret):
-            raise CallbackRefused("no callback secret is configured (the key's callback_secret, or args.jobs)")
-        await asyncio.to_thread(resolve_target, job.callback_url, service.config)
-    view, created = await service.submit(caller_id(), job)
+    # The upload streams into a spool (a large one to a temporary file), deleted when this block ends, however.
+    async with read_submission(request, service.config, settings) as job:
+        require_job(job.task)
+        context = job_context(settings)
+        parse_job_params(job.task, job.fields, context)
+        await asyncio.to_thread(check_media, job.task, job.body.content, context)  # 413/415 now, not a failed job
+        if job.callback_url is not None:
+            key = current_key()
+            if not ((key and key.callback_secret) or service.config.callback_secret):
+                raise CallbackRefused("no callback secret is configured (the key's callback_secret, or args.jobs)")
+            await asyncio.to_thread(resolve_target, job.callback_url, service.config)
+        view, created = await service.submit(caller_id(), job)
     out = view.to_out()
     accepted = JobAccepted(id=out.id, status=out.status, status_url=out.status_url, result_url=out.result_url)
     return JSONResponse(

@@ -9,6 +9,7 @@ import os
 import uuid
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -80,17 +81,19 @@ class JobStore:
 
     # Writing ------------------------------------------------------------------------------------------------------
 
-    def create(self, record: JobRecord, data: bytes, fields: dict[str, Any]) -> None:
-        """The record first, then the input: the input is what the runner picks up, and it finds the record."""
+    def create(self, record: JobRecord, data: bytes | Path, fields: dict[str, Any]) -> None:
+        """The record first, then the input: the input is what the runner picks up, and it finds the record. ``data``
+        a file (a large upload, ``serve_app.upload_spool``): streamed from it into the store (``put_file``), never
+        read whole here."""
         ref = JobRef(record.owner, record.id)
         self.root.put(ref.record_key, _dump(record), content_type=JSON_TYPE)
         options = json.dumps(fields, separators=(",", ":"), ensure_ascii=True)
-        self._inputs[record.task].put(
-            ref.key,
-            data,
-            content_type="application/octet-stream",
-            metadata={PARAMS_METADATA: options},
-        )
+        inputs = self._inputs[record.task]
+        metadata = {PARAMS_METADATA: options}
+        if isinstance(data, Path):
+            inputs.put_file(ref.key, data, content_type="application/octet-stream", metadata=metadata)
+        else:
+            inputs.put(ref.key, data, content_type="application/octet-stream", metadata=metadata)
 
     def put_state(self, ref: JobRef, state: JobState) -> None:
         self.root.put(ref.state_key, _dump(state), content_type=JSON_TYPE)
@@ -227,6 +230,15 @@ class JobStore:
             parts = info.key.split("/")
             if len(parts) == 3 and parts[2].endswith(".json") and is_job_id(parts[2][: -len(".json")]):
                 yield JobRef(parts[1], parts[2][: -len(".json")])
+
+    def inputs(self) -> Iterator[tuple[str, JobRef]]:
+        """(task, job) of every input still in the store: jobs queued or running, and ended jobs whose callback is not
+        settled yet (an ending deletes the input last)."""
+        for task, inputs in self._inputs.items():
+            for info in inputs.list():
+                owner, _, job_id = info.key.partition("/")
+                if owner and is_job_id(job_id):
+                    yield task, JobRef(owner, job_id)
 
 
 def _dump(model: BaseModel) -> bytes:

@@ -22,6 +22,7 @@ from serve_app.runner.jobs_config import JobsConfig
 from serve_app.runner.jobs_layout import JobRef, idempotency_key
 from serve_app.runner.jobs_records import IdempotencyClaim
 from serve_app.runner.jobs_store import JobStore
+from serve_app.upload_spool import SpooledBody
 from storage.errors import StoreUnavailable
 from storage.local import LocalStore
 from tests.unit.jobs_api.test_jobs_api import files_of
@@ -61,7 +62,7 @@ def replica(tmp_path: Path, queue: RecordingQueue, clock: Clock | None = None) -
 
 
 def submission(key: str, photo: bytes = b"photo bytes", **fields: str) -> Submission:
-    return Submission("cartoon", photo, dict(fields), idempotency_key=key)
+    return Submission("cartoon", SpooledBody.of(photo), dict(fields), idempotency_key=key)
 
 
 def test_racing_submits_with_one_key_on_two_replicas_make_one_job(tmp_path):
