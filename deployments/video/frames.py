@@ -4,11 +4,20 @@ Decoding yields upright RGB frames (the source's display rotation applied); each
 own as an H.264 segment (no B-frames, so segments join without re-encoding); ``assemble`` joins the segments in order
 with the source's audio (copied when it is AAC, re-encoded to AAC otherwise) into one MP4 with ``+faststart`` and the
 source's display rotation.
+
+What is decoded is held to the request's limits, not to what the header said (``probe.py`` checked that): every
+frame's size against ``max_frame_pixels`` before it is converted or kept (the decoder itself refuses to allocate one
+over twice the limit), frames and presentation time as they come against ``max_frames`` and ``max_duration_s``; a
+frame that changes size mid-stream is scaled to the stream's size. The audio ends where the decoded video ends (cut,
+never longer), resampled to a rate and layout AAC takes when it is re-encoded. FFmpeg errors on the caller's bytes
+(demuxing, decoding the source) are 4xx ``corrupt_video``; on ours (encoding, muxing the output) they stay 500s.
+``checkpoint`` is called between packets, in the worker thread: it raises to stop the work (the job's deadline).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import errno
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -17,9 +26,20 @@ import av
 import numpy as np
 
 from deployments.common.errors import CorruptVideo
+from deployments.video.probe import VideoLimits, frame_rate, too_large
 
 # Quality of each segment: visually lossless for restored faces; no B-frames so segments concatenate cleanly.
 X264_OPTIONS = {"crf": "18", "preset": "veryfast"}
+# The decoder refuses to allocate a frame over this many times ``max_frame_pixels`` (FFmpeg's ``max_pixels``, which
+# it checks on the width rounded up to its stride alignment, up to 64 px: 2× leaves room for every width ≥ 64 px);
+# frames between the limit and that are decoded and refused by the check here, which names their size.
+DECODER_PIXELS_FACTOR = 2
+
+Checkpoint = Callable[[], None]
+
+
+def no_checkpoint() -> None:
+    """Never stops the work (no deadline)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,29 +53,106 @@ class FrameChunk:
     rotation_deg: int
 
 
-def read_chunks(path: Path, chunk_frames: int, *, first_chunk: int = 0) -> Iterator[FrameChunk]:
+def read_chunks(
+    path: Path,
+    chunk_frames: int,
+    *,
+    first_chunk: int = 0,
+    limits: VideoLimits | None = None,
+    checkpoint: Checkpoint = no_checkpoint,
+) -> Iterator[FrameChunk]:
     """Decode ``path`` into chunks of ``chunk_frames`` frames; chunks before ``first_chunk`` are decoded and dropped
-    (a resumed job), never held."""
+    (a resumed job), never held. Every decoded frame is held to ``limits`` (``VideoLimits()`` when None): the first
+    over one is a 413 ``video_too_large`` naming it; a stream with no decodable frame is a 400 ``corrupt_video``."""
+    limits = limits or VideoLimits()
     try:
         with av.open(str(path), metadata_errors="ignore") as container:
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
+            stream.codec_context.options = {"max_pixels": str(limits.max_frame_pixels * DECODER_PIXELS_FACTOR)}
+            guard = _FrameGuard(limits, frame_rate(stream), (stream.codec_context.width, stream.codec_context.height))
             frames: list[np.ndarray] = []
             chunk = 0
             rotation = 0
-            for number, frame in enumerate(container.decode(stream)):
+            for number, frame in enumerate(_decode(container, stream, guard, checkpoint)):
                 if number == 0:
                     rotation = int(round((frame.rotation or 0) / 90.0)) % 4 * 90
                 if chunk >= first_chunk:
-                    frames.append(_upright(frame.to_ndarray(format="rgb24"), rotation))
+                    frames.append(_upright(guard.rgb(frame), rotation))
                 if (number + 1) % chunk_frames == 0:
                     if chunk >= first_chunk:
                         yield FrameChunk(chunk, chunk * chunk_frames, frames, rotation)
                     frames, chunk = [], chunk + 1
+            if guard.frames == 0:
+                raise CorruptVideo("the video stream has no frame we can decode")
             if frames:
                 yield FrameChunk(chunk, chunk * chunk_frames, frames, rotation)
     except av.error.FFmpegError as exc:
         raise CorruptVideo(f"the video cannot be decoded: {exc.strerror or exc}") from exc
+
+
+def _decode(
+    container: av.container.InputContainer, stream: av.video.stream.VideoStream, guard: _FrameGuard, check: Checkpoint
+) -> Iterator[av.VideoFrame]:
+    """The stream's frames, each admitted by ``guard`` before it is yielded; ``check`` before each packet."""
+    for packet in container.demux(stream):
+        check()
+        try:
+            decoded = packet.decode()
+        except av.error.FFmpegError as exc:
+            if exc.errno == errno.EINVAL:  # the decoder refused the frame's size (over max_pixels, or none)
+                raise guard.refused_by_decoder() from exc
+            raise
+        for frame in decoded:
+            guard.admit(frame)
+            yield frame
+
+
+class _FrameGuard:
+    """Counts the decoded frames and their presentation time, and checks each frame against the limits before it
+    is converted to RGB or kept."""
+
+    def __init__(self, limits: VideoLimits, fps: Fraction | None, size: tuple[int, int]) -> None:
+        self._limits, self._fps, self._size = limits, fps, size
+        self._first_pts: int | None = None
+        self.frames = 0
+
+    def admit(self, frame: av.VideoFrame) -> None:
+        number, limits = self.frames, self._limits
+        pixels = frame.width * frame.height
+        if pixels > limits.max_frame_pixels:
+            said = f"frame {number} of the video has {frame.width}x{frame.height} px"
+            raise too_large("max_frame_pixels", pixels, limits.max_frame_pixels, said, frame=number)
+        if number + 1 > limits.max_frames:
+            said = f"the video has more than {limits.max_frames} frames"
+            raise too_large("max_frames", number + 1, limits.max_frames, said, frame=number)
+        time_s = self._time_s(number, frame)
+        if time_s > limits.max_duration_s:
+            said = f"frame {number} of the video is at {time_s:.2f} s"
+            raise too_large("max_duration_s", round(time_s, 3), limits.max_duration_s, said, frame=number)
+        self.frames += 1
+
+    def _time_s(self, number: int, frame: av.VideoFrame) -> float:
+        """The later of the frame's timestamp from the first frame's and its place at the header's frame rate (the
+        output's time: frames are encoded at that rate)."""
+        placed = float(number / self._fps) if self._fps else 0.0
+        if frame.pts is None or frame.time_base is None:
+            return placed
+        if self._first_pts is None:
+            self._first_pts = frame.pts
+        return max(placed, float((frame.pts - self._first_pts) * frame.time_base))
+
+    def refused_by_decoder(self) -> Exception:
+        bound = self._limits.max_frame_pixels
+        said = f"frame {self.frames} of the video is too large to decode (over {DECODER_PIXELS_FACTOR}× the limit)"
+        return too_large("max_frame_pixels", None, bound, said, frame=self.frames)
+
+    def rgb(self, frame: av.VideoFrame) -> np.ndarray:
+        """The frame as RGB at the stream's size (a frame that changed size mid-stream is scaled back to it)."""
+        width, height = self._size
+        if width <= 0 or height <= 0 or (frame.width, frame.height) == (width, height):
+            return frame.to_ndarray(format="rgb24")
+        return frame.to_ndarray(format="rgb24", width=width, height=height)
 
 
 def _upright(rgb: np.ndarray, rotation_deg: int) -> np.ndarray:
