@@ -191,12 +191,16 @@ def _pad_even(rgb: np.ndarray) -> np.ndarray:
     return np.pad(rgb, ((0, height % 2), (0, width % 2), (0, 0)), mode="edge")
 
 
-def assemble(segments: Sequence[Path], source: Path, rotation_deg: int, out_path: Path) -> None:
-    """Join ``segments`` (in order) with the audio of ``source`` into ``out_path``: MP4, ``+faststart``."""
+def assemble(
+    segments: Sequence[Path], source: Path, rotation_deg: int, out_path: Path, *, checkpoint: Checkpoint = no_checkpoint
+) -> None:
+    """Join ``segments`` (in order) with the audio of ``source``, cut at the video's end, into ``out_path``: MP4,
+    ``+faststart``."""
     options = {"movflags": "+faststart"}
-    with av.open(str(out_path), "w", format="mp4", options=options) as out, av.open(str(source)) as audio_in:
+    end_s = _video_end_s(segments[-1]) if segments else 0.0
+    with av.open(str(out_path), "w", format="mp4", options=options) as out, _open_source(source) as audio_in:
         video_out = None
-        audio = _AudioCopy(audio_in, out)
+        audio = _AudioTrack(audio_in, out, end_s, checkpoint)
         for segment in segments:
             with av.open(str(segment)) as seg:
                 seg_stream = seg.streams.video[0]
@@ -206,24 +210,51 @@ def assemble(segments: Sequence[Path], source: Path, rotation_deg: int, out_path
                         video_out.set_display_rotation(rotation_deg)
                     audio.add_stream()
                 for packet in seg.demux(seg_stream):
+                    checkpoint()
                     if packet.dts is None:
                         continue
                     packet.stream = video_out
                     out.mux(packet)
                     audio.mux_until(float(packet.pts * packet.time_base))
-        audio.mux_until(float("inf"))
+        audio.mux_until(end_s)
+        audio.finish()
 
 
-class _AudioCopy:
-    """The source's first audio track into ``out``: packets copied for AAC, frames re-encoded to AAC otherwise;
-    muxed as the video advances so the two stay interleaved."""
+def _video_end_s(segment: Path) -> float:
+    """When the last frame of the last segment ends (segments' timestamps continue the whole video's)."""
+    with av.open(str(segment)) as seg:
+        ends = [
+            float((packet.pts + (packet.duration or 0)) * packet.time_base)
+            for packet in seg.demux(seg.streams.video[0])
+            if packet.pts is not None
+        ]
+    return max(ends, default=0.0)
 
-    def __init__(self, source: av.container.InputContainer, out: av.container.OutputContainer) -> None:
-        self._source, self._out = source, out
+
+def _open_source(source: Path) -> av.container.InputContainer:
+    try:
+        return av.open(str(source), metadata_errors="ignore")
+    except av.error.FFmpegError as exc:
+        raise CorruptVideo(f"the video cannot be opened: {exc.strerror or exc}") from exc
+
+
+class _AudioTrack:
+    """The source's first audio track into ``out``, ending at ``end_s`` (the video's end): packets copied for AAC
+    (those starting before the end), frames re-encoded to AAC otherwise (resampled to a rate and layout AAC takes,
+    the last cut to the sample); muxed as the video advances so the two stay interleaved. Errors reading the source
+    are the caller's (400 ``corrupt_video``); errors of the encoder and muxer are ours."""
+
+    def __init__(
+        self, source: av.container.InputContainer, out: av.container.OutputContainer, end_s: float, check: Checkpoint
+    ) -> None:
+        self._source, self._out, self._end_s, self._check = source, out, end_s, check
         self._in = source.streams.audio[0] if source.streams.audio else None
         self._stream = None
         self._packets: Iterator[av.Packet] | None = None
         self._copy = self._in is not None and self._in.codec_context.name == "aac"
+        self._last_dts: int | None = None
+        self._resampler: av.AudioResampler | None = None
+        self._samples = 0  # re-encoded samples muxed so far
 
     def add_stream(self) -> None:
         if self._in is None:
@@ -231,24 +262,108 @@ class _AudioCopy:
         if self._copy:
             self._stream = self._out.add_stream_from_template(self._in)
         else:
-            self._stream = self._out.add_stream("aac", rate=self._in.codec_context.sample_rate or 48000)
+            rate, layout = aac_rate(self._in.codec_context.sample_rate), aac_layout(self._in.codec_context.channels)
+            self._stream = self._out.add_stream("aac", rate=rate, layout=layout)
+            self._resampler = av.AudioResampler(format="fltp", layout=layout, rate=rate)
         self._packets = self._source.demux(self._in)
 
     def mux_until(self, time_s: float) -> None:
-        if self._packets is None:
-            return
-        for packet in self._packets:
+        """Mux the source's packets up to the first that starts after ``time_s`` (and before the end)."""
+        while self._packets is not None:
+            packet = self._next_packet()
+            if packet is None:
+                self.finish()
+                return
             if packet.dts is None:
                 continue
+            start_s = float(packet.pts * packet.time_base) if packet.pts is not None else None
             if self._copy:
-                packet.stream = self._stream
-                self._out.mux(packet)
+                if start_s is not None and start_s >= self._end_s:
+                    self.finish()
+                    return
+                self._mux_copy(packet)
             else:
-                for frame in packet.decode():
-                    frame.pts = None
-                    self._out.mux(self._stream.encode(frame))
-            if packet.pts is not None and float(packet.pts * packet.time_base) > time_s:
+                for frame in self._decoded(packet):
+                    if not self._encode(frame):
+                        self.finish()
+                        return
+            if start_s is not None and start_s > time_s:
                 return
-        if not self._copy:
-            self._out.mux(self._stream.encode(None))
+
+    def finish(self) -> None:
+        """Stop reading the source; flush the encoder (the resampler's last samples, within the end)."""
+        if self._packets is None:
+            return
         self._packets = None
+        if not self._copy:
+            for frame in self._resampler.resample(None):
+                if not self._encode_resampled(frame):
+                    break
+            self._out.mux(self._stream.encode(None))
+
+    def _next_packet(self) -> av.Packet | None:
+        self._check()
+        try:
+            return next(self._packets)
+        except StopIteration:
+            return None
+        except av.error.FFmpegError as exc:
+            raise CorruptVideo(f"the audio track cannot be read: {exc.strerror or exc}") from exc
+
+    def _decoded(self, packet: av.Packet) -> list[av.AudioFrame]:
+        try:
+            return packet.decode()
+        except av.error.FFmpegError as exc:
+            raise CorruptVideo(f"the audio track cannot be decoded: {exc.strerror or exc}") from exc
+
+    def _mux_copy(self, packet: av.Packet) -> None:
+        if self._last_dts is not None and packet.dts <= self._last_dts:
+            return  # out of order in the source: the MP4 muxer takes increasing timestamps only
+        self._last_dts = packet.dts
+        packet.stream = self._stream
+        self._out.mux(packet)
+
+    def _encode(self, frame: av.AudioFrame) -> bool:
+        """Resample and encode ``frame``; False once the end is reached."""
+        frame.pts = None
+        try:
+            resampled = self._resampler.resample(frame)
+        except av.error.FFmpegError as exc:  # a frame of the source the resampler cannot read
+            raise CorruptVideo(f"the audio track cannot be converted: {exc.strerror or exc}") from exc
+        return all(self._encode_resampled(part) for part in resampled)
+
+    def _encode_resampled(self, frame: av.AudioFrame) -> bool:
+        """Encode ``frame`` up to the end (its last samples cut there); False once the end is reached."""
+        rate = self._stream.sample_rate
+        end = int(round(self._end_s * rate))
+        if self._samples >= end:
+            return False
+        if frame.samples > end - self._samples:
+            frame = _first_samples(frame, end - self._samples)
+        frame.pts, frame.time_base = self._samples, Fraction(1, rate)
+        self._samples += frame.samples
+        self._out.mux(self._stream.encode(frame))
+        return self._samples < end
+
+
+def _first_samples(frame: av.AudioFrame, count: int) -> av.AudioFrame:
+    """The first ``count`` samples of a planar frame."""
+    cut = av.AudioFrame.from_ndarray(
+        np.ascontiguousarray(frame.to_ndarray()[:, :count]), format=frame.format.name, layout=frame.layout.name
+    )
+    cut.sample_rate = frame.sample_rate
+    return cut
+
+
+AAC_RATES = tuple(av.Codec("aac", "w").audio_rates or ())
+AAC_FALLBACK_RATE = 48000
+
+
+def aac_rate(rate: int | None) -> int:
+    """The source's sample rate when AAC takes it (96 kHz at most), else 48 kHz (192 kHz PCM is resampled)."""
+    return rate if rate in AAC_RATES else AAC_FALLBACK_RATE
+
+
+def aac_layout(channels: int | None) -> str:
+    """Mono stays mono; anything else is stereo (a re-encoded surround track is downmixed)."""
+    return "mono" if channels == 1 else "stereo"
