@@ -6,12 +6,16 @@ frame with its tracked faces (again batched calls, at most ``frames_in_flight`` 
 segment and store it with the tracker's state. When every chunk is stored, the segments and the audio are joined.
 A replica lost mid-video leaves the stored chunks behind; the next attempt starts after the last of them.
 
-No Ray, no HTTP: the job's stages arrive as functions (``analyze``, ``process_frame``), storage as a ``ChunkStore``.
+What is decoded is held to the request's ``VideoLimits`` frame by frame (``frames.read_chunks``), not to the header.
+No Ray, no HTTP: the job's stages arrive as functions (``analyze``, ``process_frame``), storage as a ``ChunkStore``,
+the job's deadline as ``in_worker`` (runs the blocking work: decoding, encoding, storing, the final join; refuses once
+the deadline passed) and ``checkpoint`` (called between packets inside that work; raises to stop it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,8 +27,8 @@ import numpy as np
 from deployments.common.engine import EngineInfo
 from deployments.common.timings import Timings
 from deployments.faces.types import Face
-from deployments.video.frames import FrameChunk, assemble, encode_segment, read_chunks
-from deployments.video.probe import VideoInfo
+from deployments.video.frames import Checkpoint, FrameChunk, assemble, encode_segment, no_checkpoint, read_chunks
+from deployments.video.probe import VideoInfo, VideoLimits
 from deployments.video.tracking import FaceTracker, TrackedFace, TrackingOptions
 
 
@@ -43,6 +47,7 @@ class FrameResult:
 
 Analyze = Callable[[np.ndarray], Awaitable[list[Face]]]
 ProcessFrame = Callable[[np.ndarray, Sequence[TrackedFace]], Awaitable[FrameResult]]
+InWorker = Callable[..., Awaitable[Any]]  # ``fn(*args)`` in a worker thread, as ``asyncio.to_thread``
 
 
 class ChunkStore(Protocol):
@@ -126,8 +131,12 @@ async def transcode_video(
     options: VideoOptions,
     *,
     on_progress: Callable[[float], None] | None = None,
+    limits: VideoLimits | None = None,
+    in_worker: InWorker = asyncio.to_thread,
+    checkpoint: Checkpoint = no_checkpoint,
 ) -> VideoReport:
-    """Run ``process_frame`` over every frame of ``source`` into ``out_path`` (H.264 MP4 with the source's audio)."""
+    """Run ``process_frame`` over every frame of ``source`` into ``out_path`` (H.264 MP4 with the source's audio, cut
+    at the video's end); every decoded frame held to ``limits`` (``VideoLimits()`` when None)."""
     timings = Timings()
     fps = float(info.fps)
     resumed = chunks.finished()
@@ -139,10 +148,10 @@ async def transcode_video(
     engines: dict[str, EngineInfo] = {}
     rotation = state["rotation_deg"] if state else 0
     gate = asyncio.Semaphore(options.frames_in_flight)
-    decoded = read_chunks(source, options.chunk_frames, first_chunk=resumed)
+    decoded = read_chunks(source, options.chunk_frames, first_chunk=resumed, limits=limits, checkpoint=checkpoint)
     while True:
         with timings.phase("decode"):
-            chunk = await asyncio.to_thread(next, decoded, None)
+            chunk = await in_worker(next, decoded, None)
         if chunk is None:
             break
         rotation = chunk.rotation_deg
@@ -157,7 +166,7 @@ async def transcode_video(
         faces_per_frame.extend(len(faces) for faces in tracked)
         segment = out_path.with_name(f"{out_path.stem}.chunk-{chunk.index:05d}.mp4")
         with timings.phase("encode"):
-            await asyncio.to_thread(encode_segment, chunk, [r.rgb for r in results], info.fps, segment)
+            await in_worker(encode_segment, chunk, [r.rgb for r in results], info.fps, segment)
         progress = min(1.0, len(faces_per_frame) / max(info.frames, 1))
         chunk_state = {
             "tracker": tracker.state(),
@@ -165,13 +174,13 @@ async def transcode_video(
             "rotation_deg": rotation,
             "progress": progress,
         }
-        await asyncio.to_thread(chunks.save, chunk.index, segment, chunk_state)
+        await in_worker(chunks.save, chunk.index, segment, chunk_state)
         if on_progress is not None:
             on_progress(progress)
     total = chunks.finished()
     segments = [chunks.segment(index) for index in range(total)]
     with timings.phase("assemble"):
-        await asyncio.to_thread(assemble, segments, source, rotation, out_path)
+        await in_worker(functools.partial(assemble, checkpoint=checkpoint), segments, source, rotation, out_path)
     return VideoReport(
         info=info,
         frames=len(faces_per_frame),

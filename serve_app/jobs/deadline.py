@@ -74,6 +74,17 @@ async def run_in_worker(fn: Callable[..., T], *args: Any) -> T:
     return await deadline.run_in_thread(fn, *args)
 
 
+def current_checkpoint() -> Callable[[], None]:
+    """The current job's deadline as a check its worker threads call between steps of long work (a video's packets):
+    it raises ``RequestTimeout`` once the job was stopped or its time is up; a no-op outside a job."""
+    deadline = _CURRENT.get()
+    return deadline.check if deadline is not None else _no_deadline
+
+
+def _no_deadline() -> None:
+    """Outside a job: nothing stops the work."""
+
+
 async def within_deadline(work: Coroutine[Any, Any, T], timeout_s: float, *, wait_stopped: bool = False) -> T:
     """``await work`` under a deadline of ``timeout_s``; past it, ``RequestTimeout`` and no further worker thread starts
     (``work`` is a coroutine not yet started: it runs in a task that sees this deadline).

@@ -2,13 +2,14 @@
 ``POST /v1/jobs`` and bucket routes hand it over as a ``VideoInput`` (a file on disk and where its chunks are kept).
 
 The frames go through the same deployments as photos, as ordinary batched calls (``deployments/video/pipeline.py``);
-the chunks are kept in the job's output store under ``_work/<key>/`` so a replica lost mid-video resumes from the
-last finished chunk; they are deleted once the result is written.
+the limits hold on what is decoded, not only on the header, and the decoding, encoding and final join run under the
+job's deadline (``run_in_worker``, and its check between packets inside them); the chunks are kept in the job's
+output store under ``_work/<key>/`` so a replica lost mid-video resumes from the last finished chunk; they are deleted
+once the result is written.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import importlib
 import json
@@ -28,6 +29,7 @@ from deployments.video.probe import estimate_output_bytes, looks_like_video, pro
 from serve_app.backend import Backend
 from serve_app.byte_caps import SNIFF_BYTES
 from serve_app.jobs.context import JobContext
+from serve_app.jobs.deadline import current_checkpoint, run_in_worker
 from serve_app.jobs.results import JobResult, build_meta, engine_summary
 from serve_app.registry import JOB_ENTRIES, job_entry
 from storage.base import ObjectInfo, ObjectStore
@@ -61,7 +63,7 @@ async def run_video(
     if not entry.frames:
         raise UnsupportedVideo(f"the {task} job takes photos, not videos; video jobs: {', '.join(video_tasks())}")
     settings = context.video
-    info = await asyncio.to_thread(probe_video, video.path, settings.limits)
+    info = await run_in_worker(probe_video, video.path, settings.limits)
     scale = int(getattr(params, "upscale", 1))
     estimate = estimate_output_bytes(info, scale)
     if estimate > settings.limits.max_output_bytes:
@@ -81,6 +83,9 @@ async def run_video(
         video.result,
         settings.options,
         on_progress=video.on_progress,
+        limits=settings.limits,
+        in_worker=run_in_worker,
+        checkpoint=current_checkpoint(),
     )
     size_bytes = video.result.stat().st_size
     if size_bytes > settings.limits.max_output_bytes:
