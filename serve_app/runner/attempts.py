@@ -196,7 +196,8 @@ class ObjectAttempts:
         self, route: Route, names: RecordNames, user_metadata: Mapping[str, str], attempt: int, seen: _Seen
     ) -> None:
         """Read the object, run the job, write the result (under the object's claim). A video is streamed to disk
-        and processed a chunk at a time, its finished chunks kept in the output store so a retry resumes."""
+        and processed a chunk at a time, its finished chunks kept in the output store so a retry resumes (and
+        deleted when the video is refused: an input error is not retried)."""
         source_store, output_store = self._stores[route.name]
         params = object_params(route, user_metadata, self._context)
         with tempfile.TemporaryDirectory(prefix="portrait-object-") as folder:
@@ -210,7 +211,12 @@ class ObjectAttempts:
                 )
                 payload = VideoInput(payload, chunks, result=Path(folder) / "result.mp4")
                 timeout_s *= await asyncio.to_thread(video_deadline_factor, payload.path, self._context)
-            result = await within_deadline(self._execute(route.task, payload, params), timeout_s, wait_stopped=True)
+            try:
+                result = await within_deadline(self._execute(route.task, payload, params), timeout_s, wait_stopped=True)
+            except InputError:
+                if chunks is not None:  # a video refused mid-way (a frame over a limit, a damaged track): no resume
+                    await asyncio.to_thread(chunks.clear)
+                raise
             record = self._result_record(route, names.key, seen.source, params, result, attempt)
             await asyncio.to_thread(write_result, output_store, names, result, record)
             if chunks is not None:
