@@ -40,6 +40,12 @@ class Settings(ModelSettings):
         "off: only status and version",
     )
     max_video_bytes: int = Field(512 * 1024**2, gt=0, description="largest video a job or bucket route accepts")
+    max_upload_bytes_in_flight: int = Field(
+        2 * 1024**3,
+        gt=0,
+        description="request-body bytes one ingress process holds at once (received, in memory or in temporary "
+        "files) before it answers 503 `overloaded`; a body alone over it is taken only when no other is in flight",
+    )
     upload_memory_bytes: int = Field(
         8 * 1024**2,
         ge=0,

@@ -8,7 +8,8 @@ shapes (``serve_app.uploads``), so that a 512 MiB video costs the ingress a few 
   in pieces into the spool (a ``data:`` URL prefix dropped, JSON escapes such as ``\\/`` honoured), the rest of the
   object (``task``, ``params``, ...: at most ``FORM_OVERHEAD_BYTES``) parsed as JSON once the body has ended.
 
-Every body is read by ``serve_app.uploads.stream_body``: the same caps and deadline as every other body.
+Every body is read by ``serve_app.uploads.stream_body``: the same caps, deadline and bytes-in-flight budget as every
+other body.
 """
 
 from __future__ import annotations

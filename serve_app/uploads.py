@@ -7,7 +7,8 @@
 Every body is read as a stream under a running byte cap and one deadline for the whole read: a body (chunked, or a
 multipart part) is refused with 413 as soon as it passes the cap, never read whole first, and a client that drips
 its bytes holds a request slot no longer than ``body_timeout_s`` (408). The cap allows for the shape's own growth:
-base64 in JSON is 4/3 of the image, a form carries boundaries and option fields.
+base64 in JSON is 4/3 of the image, a form carries boundaries and option fields. Its bytes count against the
+process's bytes in flight as they arrive (``serve_app.upload_budget``: 503 ``overloaded`` past them).
 
 The synchronous routes read a photo whole here (``read_upload``: at most the photo cap); ``POST /v1/jobs``, whose
 upload may be a 512 MiB video, streams it into a spool instead (``serve_app.streamed_uploads``).
@@ -32,6 +33,7 @@ from starlette.types import Message
 from deployments.common.errors import InputError, InvalidParameter
 from serve_app.byte_caps import SNIFF_BYTES, MediaCaps, media_caps
 from serve_app.settings import Settings
+from serve_app.upload_budget import request_bytes
 
 BASE64_GROWTH = 4 / 3
 FORM_OVERHEAD_BYTES = 1_000_000  # multipart boundaries and option fields; JSON keys and options around the image
@@ -158,7 +160,7 @@ def base64_head(encoded: bytes) -> bytes | None:
 
 
 async def read_body(request: Request, *, cap: BodyCap, timeout_s: float) -> bytes:
-    """The whole body in memory, read under ``stream_body``'s cap and deadline."""
+    """The whole body in memory, read under ``stream_body``'s cap, deadline and bytes-in-flight budget."""
     body = bytearray()
 
     async def keep(chunk: bytes) -> None:
@@ -173,9 +175,11 @@ async def stream_body(
 ) -> int:
     """Hand the body to ``sink`` chunk by chunk, never holding it here; its size. ``cap.refusal`` (413) once it
     passes its cap (or declares more: then after its first bytes, at most ``SNIFF_WITHIN_BYTES``, tell what it
-    carries), :class:`BodyTimeout` (408) when it has not all arrived within ``timeout_s``."""
+    carries), :class:`BodyTimeout` (408) when it has not all arrived within ``timeout_s``, 503 ``overloaded`` when
+    its bytes, reserved as they arrive, do not fit the process's bytes in flight (``serve_app.upload_budget``)."""
     declared = request.headers.get("content-length", "")
     declared_bytes = int(declared) if declared.isdigit() else None
+    reservation = request_bytes(request)
     start = bytearray()  # the first SNIFF_WITHIN_BYTES: what tells the cap
     received = 0
     limit = cap.limit_bytes(b"")
@@ -200,6 +204,8 @@ async def stream_body(
         if chunk is None:
             return received
         received += len(chunk)
+        if reservation is not None:
+            reservation.reserve_to(received)
         if len(start) < SNIFF_WITHIN_BYTES:
             start += chunk[: SNIFF_WITHIN_BYTES - len(start)]
         await sink(chunk)

@@ -15,6 +15,7 @@ from serve_app.routes.health import router as health_routes
 from serve_app.routes.hivision import router as hivision_routes
 from serve_app.routes.jobs import router as job_routes
 from serve_app.runner.triggers.webhook import install_event_routes
+from serve_app.upload_budget import install_upload_budget
 from serve_app.webpage import install_web_page
 
 
@@ -33,6 +34,7 @@ def create_api() -> FastAPI:
     api.state.instructions = InstructionsConfig()
     install_error_handlers(api)
     install_key_guard(api)  # API keys, when configured: before any route
+    install_upload_budget(api)  # request bodies admitted by bytes in flight (outermost: released last)
     install_event_routes(api)
     install_web_page(api)
     api.include_router(plain_language_routes)  # /v1/instructions and the OpenAI-compatible routes

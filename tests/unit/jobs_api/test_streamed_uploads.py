@@ -1,7 +1,8 @@
 """An upload to ``POST /v1/jobs`` is streamed, never held whole in the ingress (issue #32, finding 4): a video of the
 512 MiB class costs the ingress a few MiB whether it comes as multipart or as JSON base64 (measured here with a
-64 MiB one), the stored input is the bytes sent, and the temporary files are gone after a success, an error and a
-client that left.
+64 MiB one; ``bench/memory_upload.py`` measures 512 MiB), the stored input is the bytes sent, the process admits
+bodies by bytes in flight (503 ``overloaded`` past ``PORTRAIT_MAX_UPLOAD_BYTES_IN_FLIGHT``, admitted again once they
+are released), and the temporary files are gone after a success, an error and a client that left.
 
 The bodies are generated as they are sent (a short clip padded with an MP4 ``free`` box of zeros), never built whole
 in the test process, so the peak traced here is the app's."""
@@ -92,7 +93,7 @@ def jobs_api(tmp_path: Path) -> tuple:
     store.prepare()
     queue = RecordingQueue()
     app = create_api()
-    app.state.settings = Settings()  # after the test's environment: PORTRAIT_UPLOAD_*
+    app.state.settings = Settings()  # after the test's environment: PORTRAIT_UPLOAD_* and the budget
     app.state.jobs = JobsService(config, store, queue)
     return app, store, queue
 
@@ -147,6 +148,55 @@ def test_a_small_upload_stays_in_memory_and_is_stored_byte_for_byte(
     assert stored_input_sha256(store, queue) == hashlib.sha256(photo_jpeg).hexdigest()
 
 
+def test_the_bytes_in_flight_budget_refuses_the_upload_that_would_pass_it_and_admits_again_once_released(
+    tmp_path, uploads, clip, monkeypatch
+):
+    monkeypatch.setenv("PORTRAIT_MAX_UPLOAD_BYTES_IN_FLIGHT", str(4 * MIB))
+    app, store, queue = jobs_api(tmp_path)
+    first, second = Video(clip, 3 * MIB), Video(clip, 3 * MIB)
+
+    async def scenario():
+        hold = Hold(after_bytes=2 * MIB)
+        held = asyncio.create_task(send_held(app, "/v1/jobs", MULTIPART, first.parts("multipart"), hold))
+        await hold.reached.wait()  # the first upload holds 2 MiB of the 4
+        refused = await send_chunked(app, "/v1/jobs", MULTIPART, second.parts("multipart"))
+        in_flight_then = app.state.upload_budget.in_flight
+        hold.resume.set()
+        accepted_first = await held
+        after = await send_chunked(app, "/v1/jobs", MULTIPART, second.parts("multipart"))
+        return refused, in_flight_then, accepted_first, after
+
+    refused, in_flight_then, accepted_first, after = asyncio.run(scenario())
+
+    error = refused.json()["error"]
+    assert (refused.status, error["code"]) == (503, "overloaded")
+    assert "PORTRAIT_MAX_UPLOAD_BYTES_IN_FLIGHT" in error["message"]
+    assert refused.bytes_read < 3 * MIB  # refused as its bytes came, not after all of them
+    assert 2 * MIB <= in_flight_then <= 2 * MIB + 64 * 1024  # the refused upload's bytes were released at once
+    assert accepted_first.status == 202 and after.status == 202, (bytes(accepted_first.body), bytes(after.body))
+    assert app.state.upload_budget.in_flight == 0
+    assert len(queue.queued) == 2
+
+
+def test_the_refusal_past_the_budget_says_when_to_retry(tmp_path, uploads, clip, monkeypatch):
+    monkeypatch.setenv("PORTRAIT_MAX_UPLOAD_BYTES_IN_FLIGHT", str(MIB))
+    app, _, _ = jobs_api(tmp_path)
+    app.state.upload_budget.in_flight = MIB  # another request holds the whole budget
+    answer = asyncio.run(send_chunked(app, "/v1/jobs", MULTIPART, Video(clip, 2 * MIB).parts("multipart")))
+    assert answer.status == 503
+    assert answer.json()["error"]["details"]["retry_after_s"] == 5
+
+
+def test_one_upload_larger_than_the_whole_budget_is_taken_when_nothing_else_is_in_flight(
+    tmp_path, uploads, clip, monkeypatch
+):
+    monkeypatch.setenv("PORTRAIT_MAX_UPLOAD_BYTES_IN_FLIGHT", str(MIB))
+    app, _, queue = jobs_api(tmp_path)
+    answer = asyncio.run(send_chunked(app, "/v1/jobs", MULTIPART, Video(clip, 3 * MIB).parts("multipart")))
+    assert answer.status == 202, bytes(answer.body)
+    assert app.state.upload_budget.in_flight == 0
+
+
 def test_a_refused_upload_leaves_no_temporary_file(tmp_path, uploads, clip):
     app, store, queue = jobs_api(tmp_path)
     video = Video(clip, 12 * MIB)  # past the 8 MiB kept in memory: a temporary file
@@ -156,10 +206,13 @@ def test_a_refused_upload_leaves_no_temporary_file(tmp_path, uploads, clip):
 
     assert answer.status == 415, bytes(answer.body)  # refused once stored to the file: an ID photo takes no video
     assert list(uploads.iterdir()) == [] and queue.queued == []
+    assert app.state.upload_budget.in_flight == 0
 
 
 @pytest.mark.parametrize("leaves", ["disconnect", "cancelled"])
-def test_a_client_that_leaves_mid_upload_leaves_no_temporary_file(tmp_path, uploads, clip, monkeypatch, leaves):
+def test_a_client_that_leaves_mid_upload_releases_its_bytes_and_its_temporary_file(
+    tmp_path, uploads, clip, monkeypatch, leaves
+):
     monkeypatch.setenv("PORTRAIT_UPLOAD_MEMORY_BYTES", str(MIB))
     app, store, queue = jobs_api(tmp_path)
     video = Video(clip, 8 * MIB)
@@ -183,3 +236,4 @@ def test_a_client_that_leaves_mid_upload_leaves_no_temporary_file(tmp_path, uplo
 
     assert files_then == 1  # the upload was in its temporary file when the client left
     assert list(uploads.iterdir()) == [] and queue.queued == []
+    assert app.state.upload_budget.in_flight == 0
