@@ -1,5 +1,10 @@
 """HivisionIDPhotos' wire format (its ``deploy_api.py``), mapped onto ours: field names, defaults, value conventions,
-model names and answers. No Ray, no images: ``routes/hivision.py`` runs the steps.
+model names and answers. No Ray, no images: each of its endpoints is one job of our registry (``ENDPOINTS``: its form
+-> that job's options -> ``run_job`` in ``routes/hivision.py`` -> its JSON keys), so its calls are counted, checked
+and answered as ``/v1/<job>`` calls are.
+
+Its server saves every image of ``/idphoto`` and ``/idphoto_crop`` at the request's ``dpi``, HD copy included; so do
+these endpoints (``hd_dpi``), while ``/v1/idphoto`` writes its HD copy at the DPI that keeps the physical size.
 
 Where its documentation and its code disagree the code wins, since its clients were written against its server: the
 alignment field read is ``face_align`` (the documented ``face_alignment`` is reported as ignored), ``status`` is the
@@ -11,8 +16,9 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -22,15 +28,9 @@ from deployments.common.params import parse_params
 from deployments.idphoto.background import Render
 from deployments.idphoto.params import TRANSPARENT, hex_to_rgb, parse_colour
 
-HIVISION_PATHS: tuple[str, ...] = (
-    "/idphoto",
-    "/human_matting",
-    "/add_background",
-    "/generate_layout_photos",
-    "/watermark",
-    "/set_kb",
-    "/idphoto_crop",
-)
+if TYPE_CHECKING:
+    from serve_app.jobs.results import JobResult
+
 RENDERS: tuple[Render, ...] = ("solid", "vertical", "radial")  # its 0 pure_color, 1 updown_gradient, 2 center_gradient
 # Its matting models -> ours. We run MODNet (the official photographic-portrait weights) for every one of them.
 MATTING_MODELS: dict[str, str] = {
@@ -49,6 +49,15 @@ FACE_MODELS: dict[str, str] = {
 # Hivision's 6-inch sheet; our 6inch layout is the same 4x6 in at 300 DPI.
 LAYOUT = "6inch"
 MAX_SIDE_PX = 4000
+MATTING = "modnet"  # what every one of its matting model names runs here (MATTING_MODELS)
+
+
+class FaceCount(Exception):
+    """Not one face: its server answers ``{"status": false}`` (HTTP 200), and so do we, saying how many."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(f"{count} faces found; an ID photo needs exactly one")
+        self.count = count
 
 
 class _Form(BaseModel):
@@ -178,28 +187,60 @@ def parse_form(model: type[FormT], fields: Mapping[str, Any]) -> tuple[FormT, li
     return form, sorted(key for key, value in fields.items() if key not in model.model_fields and value != "")
 
 
-def idphoto_options(form: IdPhotoForm | CropForm) -> dict[str, Any]:
-    """Our ``IdPhotoParams`` fields for its size, ratios and sliders: a transparent PNG with no lighting correction
-    (its photos have none, and its clients put the colour behind themselves)."""
-    options = {
+def _framing(form: IdPhotoForm | CropForm) -> dict[str, Any]:
+    """Its size, ratios and ``hd`` as our options: a transparent PNG with no lighting correction (its photos have
+    none, and its clients put the colour behind themselves), every image at its ``dpi``, the HD copy too."""
+    return {
         "width_px": form.width,
         "height_px": form.height,
         "dpi": form.dpi,
         "head_ratio": form.head_ratio(),
         "top_ratio": form.top_ratio(),
-        "background": TRANSPARENT,
-        "format": "png",
-        "lighting": False,
+        "lighting": "off",
         "hd": form.hd,
-        "align": isinstance(form, IdPhotoForm) and form.face_align,
+        **({"hd_dpi": form.dpi} if form.hd else {}),
     }
-    return {**options, **(form.touch_ups() if isinstance(form, IdPhotoForm) else {})}
+
+
+def idphoto_options(form: IdPhotoForm) -> dict[str, Any]:
+    """``/idphoto`` -> the ``idphoto`` job: the whole photo matted and framed, with its sliders."""
+    options = {"background": TRANSPARENT, "format": "png", "matting": MATTING, "align": form.face_align}
+    return {**_framing(form), **options, **form.touch_ups()}
+
+
+def crop_options(form: CropForm) -> dict[str, Any]:
+    """``/idphoto_crop`` -> the ``idphoto-crop`` step (a transparent PNG of a cut-out; it does not align)."""
+    return {**_framing(form), "align": False}
+
+
+def matting_options(form: MattingForm) -> dict[str, Any]:
+    return {"matting": MATTING, "dpi": form.dpi}
+
+
+def _encoding(form: BackgroundForm | LayoutForm | WatermarkForm | KbForm) -> dict[str, Any]:
+    """PNG, or with ``kb`` the best JPEG of at most ``kb`` KB (never padded up to it as its server does)."""
+    return {"format": "jpeg", "max_kb": form.kb} if form.kb else {"format": "png"}
+
+
+def background_options(form: BackgroundForm) -> dict[str, Any]:
+    return {"background": form.color, "render": form.render_mode(), "dpi": form.dpi, **_encoding(form)}
+
+
+def layout_options(form: LayoutForm) -> dict[str, Any]:
+    """Its sheet: the photo resized to its ``width`` x ``height``, at ``dpi``, on our 6-inch sheet."""
+    size = {"width_px": form.width, "height_px": form.height, "dpi": form.dpi}
+    return {"layout": LAYOUT, **size, **_encoding(form)}
 
 
 def watermark_options(form: WatermarkForm) -> dict[str, Any]:
     """Its watermark fields as ours (``IdPhotoParams`` holds their ranges)."""
     names = ("size", "opacity", "angle", "color", "space")
-    return {"watermark_text": form.text, **{f"watermark_{name}": getattr(form, name) for name in names}}
+    style = {f"watermark_{name}": getattr(form, name) for name in names}
+    return {"watermark_text": form.text, **style, "dpi": form.dpi, **_encoding(form)}
+
+
+def kb_options(form: KbForm) -> dict[str, Any]:
+    return {"max_kb": form.kb, "dpi": form.dpi}
 
 
 def model_notes(**asked: str) -> dict[str, dict[str, str]]:
@@ -212,6 +253,103 @@ def image_answer(key: str, data: bytes, media_type: str) -> dict[str, str]:
     """``{key: data URL}``: its answers carry a ``data:`` URL; ours names the real media type (its always says
     PNG, even for the JPEG its ``kb`` option makes)."""
     return {key: f"data:{media_type};base64," + base64.b64encode(data).decode("ascii")}
+
+
+def framed_answer(form: IdPhotoForm | CropForm, result: JobResult) -> dict[str, Any]:
+    """``image_base64_standard`` and, with ``hd``, ``image_base64_hd``, plus our compliance report; not exactly one
+    face is its ``status: false`` (:class:`FaceCount`)."""
+    if result.meta.faces != 1:
+        raise FaceCount(result.meta.faces)
+    # The whole job carries its HD copy as a companion image, the crop step as ``hd_b64`` beside its report.
+    hd = result.hd if "hd_b64" not in result.attachments else base64.b64decode(result.attachments["hd_b64"])
+    answer = {
+        **image_answer("image_base64_standard", result.body, result.media_type),
+        **({} if hd is None else image_answer("image_base64_hd", hd, result.media_type)),
+        "report": result.attachments["report"],
+    }
+    if isinstance(form, IdPhotoForm):
+        notes = model_notes(human_matting_model=form.human_matting_model, face_detect_model=form.face_detect_model)
+    else:
+        notes = model_notes(face_detect_model=form.face_detect_model)
+    return {**answer, "models": notes}
+
+
+def matting_answer(form: MattingForm, result: JobResult) -> dict[str, Any]:
+    image = image_answer("image_base64", result.body, result.media_type)
+    return {**image, "models": model_notes(human_matting_model=form.human_matting_model)}
+
+
+def photo_answer(form: BackgroundForm | LayoutForm | WatermarkForm | KbForm, result: JobResult) -> dict[str, Any]:
+    """``image_base64``; with ``kb``, what size came out (``{"asked", "size_kb", "note"}``); the watermark's font."""
+    answer: dict[str, Any] = image_answer("image_base64", result.body, result.media_type)
+    if form.kb:
+        encoding = result.attachments["encoding"]
+        answer["kb"] = {"asked": form.kb, "size_kb": encoding["size_kb"], "note": encoding["note"]}
+    if "font" in result.attachments:
+        answer["font"] = result.attachments["font"]
+    return answer
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One of its endpoints: its form, the job of our registry that answers it, the form's fields as that job's
+    options, and the job's result in its JSON keys (``status`` and ``ignored_fields`` are added around them)."""
+
+    form: type[_Form]
+    job: str
+    options: Callable[[Any], dict[str, Any]]
+    answer: Callable[[Any, JobResult], dict[str, Any]]
+    summary: str
+
+
+ENDPOINTS: dict[str, Endpoint] = {
+    "/idphoto": Endpoint(
+        IdPhotoForm,
+        "idphoto",
+        idphoto_options,
+        framed_answer,
+        "A transparent ID photo (standard size and HD), as HivisionIDPhotos answers.",
+    ),
+    "/human_matting": Endpoint(
+        MattingForm,
+        "idphoto-matte",
+        matting_options,
+        matting_answer,
+        "The person cut out of the whole photo (transparent PNG).",
+    ),
+    "/add_background": Endpoint(
+        BackgroundForm,
+        "idphoto-background",
+        background_options,
+        photo_answer,
+        "A background colour (render 0/1/2) behind a transparent photo.",
+    ),
+    "/generate_layout_photos": Endpoint(
+        LayoutForm,
+        "idphoto-layout",
+        layout_options,
+        photo_answer,
+        "A 6-inch print sheet of copies of a finished photo.",
+    ),
+    "/watermark": Endpoint(
+        WatermarkForm,
+        "idphoto-watermark",
+        watermark_options,
+        photo_answer,
+        "A tiled text watermark (style options in the query string).",
+    ),
+    "/set_kb": Endpoint(
+        KbForm, "idphoto-filesize", kb_options, photo_answer, "The photo as a JPEG of at most `kb` KB."
+    ),
+    "/idphoto_crop": Endpoint(
+        CropForm,
+        "idphoto-crop",
+        crop_options,
+        framed_answer,
+        "A transparent cut-out framed to an ID photo size (standard and HD).",
+    ),
+}
+HIVISION_PATHS: tuple[str, ...] = tuple(ENDPOINTS)
 
 
 def base64_image(text: str) -> bytes:

@@ -114,6 +114,12 @@ class IdPhotoParams(JobParams):
     sharpen_strength: float = Field(default=0.0, ge=0, le=5)
     horizontal_flip: bool = False
     hd: bool = Field(default=False, description="also an HD copy at the spec's aspect ratio, short side >= 600 px")
+    hd_dpi: float | None = Field(
+        default=None,
+        ge=72,
+        le=1200,
+        description="the DPI written in the HD copy; default the DPI that keeps the photo's physical size",
+    )
     watermark_text: str | None = Field(default=None, min_length=1, max_length=64)
     watermark_size: int = Field(default=20, ge=8, le=200, description="font size in output pixels")
     watermark_opacity: float = Field(default=0.5, ge=0, le=1)
@@ -184,6 +190,8 @@ class IdPhotoParams(JobParams):
         hd_too_large = IDPHOTO_OUTPUT.problem(*hd_size(px, 1.0)) if px[0] is not None and self.hd else None
         if hd_too_large is not None:
             raise ValueError(f"hd: the HD copy (short side {HD_MIN_SHORT_SIDE_PX} px) would be {hd_too_large}")
+        if self.hd_dpi is not None and not self.hd:
+            raise ValueError("hd_dpi is the HD copy's DPI: it needs hd=true")
         if self.background_image is not None and self.background is not None:
             raise ValueError("background and background_image exclude each other: a colour or a backdrop")
         if self.background_image is not None and self.render != "solid":

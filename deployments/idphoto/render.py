@@ -102,7 +102,8 @@ def make_hd_copy(
     background_image: np.ndarray | None = None,
 ) -> HdPhoto:
     """The same crop rendered at ``hd_size`` (the source's own detail, short side >= 600 px), with the same touch-ups
-    and watermark (scaled), encoded at the DPI that keeps the physical size; no KB target."""
+    and watermark (scaled), encoded at ``params.hd_dpi``, else at the DPI that keeps the physical size (600 px for
+    295 px at 300 DPI: 610 DPI); no KB target."""
     hd_wh = hd_size((spec.width_px, spec.height_px), framing.scale)
     factor = hd_wh[0] / spec.width_px
     hd_timings = Timings()
@@ -116,9 +117,10 @@ def make_hd_copy(
                 mark, size_px=round(mark.size_px * factor), space_px=round(mark.space_px * factor)
             )
             delivered = draw_watermark(delivered, scaled).rgb
-        encoded = encode_photo(delivered, params.format, spec.dpi * factor, alpha=photo.alpha_u8)
+        dpi = params.hd_dpi if params.hd_dpi is not None else spec.dpi * factor
+        encoded = encode_photo(delivered, params.format, dpi, alpha=photo.alpha_u8)
     timings.ms["hd_ms"] = sum(hd_timings.ms.values())
-    return HdPhoto(encoded.data, hd_wh, round(spec.dpi * factor, 2))
+    return HdPhoto(encoded.data, hd_wh, round(dpi, 2))
 
 
 def scale_framing(framing: Framing, factor: float, size_wh: tuple[int, int]) -> Framing:

@@ -1,4 +1,9 @@
-"""ID photo: detect and segment together → frame, matte, relight, composite, encode, judge (in a worker thread)."""
+"""ID photo: detect and segment together → frame, matte, relight, composite, encode, judge (in a worker thread).
+
+The photo is written at the spec's DPI; its HD copy (``hd``) at the DPI that keeps the physical size (600 px of a
+295 px photo at 300 DPI: 610 DPI), so both print at the same size, unless ``hd_dpi`` names one. HivisionIDPhotos'
+``/idphoto`` runs this job with ``hd_dpi`` = its ``dpi``, as its server saves every image (``serve_app.hivision_wire``).
+"""
 
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ def test_a_step_as_an_asynchronous_job_answers_the_bytes_of_its_route(jobs_app, 
 def test_a_step_refuses_at_submit_an_option_it_does_not_take(jobs_app, photo_jpeg):
     refused = jobs_app.client.post("/v1/jobs", files=files_of(photo_jpeg), data={"task": "idphoto-matte", "spec": "x"})
     assert refused.status_code == 422
-    assert refused.json()["error"]["message"] == "spec: not an option of the matte step; it takes matting"
+    assert refused.json()["error"]["message"] == "spec: not an option of the matte step; it takes dpi, matting"
 
 
 def test_a_key_allowed_the_id_photo_may_run_its_steps_and_no_other_job(tmp_path, local_backend, job_ctx, photo_jpeg):

@@ -308,3 +308,85 @@ def test_its_python_examples_answer_its_keys(client, photo_jpeg, matted_png, pat
     answer = client.post(f"{path}?{query}", files={"input_image": image}, data={k: str(v) for k, v in data.items()})
     assert answer.status_code == 200, answer.text
     assert set(answer.json()) == keys and answer.json()["status"] is True
+
+
+def test_idphoto_saves_the_hd_photo_at_the_requests_dpi_as_its_server_does(idphoto_answer):
+    """Its server saves every image of /idphoto at `dpi` (300 in its example), the HD copy too; /v1/idphoto writes
+    its HD copy at the DPI that keeps the physical size (610 for 600 px of a 295 px, 300 DPI photo)."""
+    for key in ("image_base64_standard", "image_base64_hd"):
+        assert decoded(idphoto_answer[key]).info["dpi"] == pytest.approx((300, 300), abs=0.5), key
+
+
+def test_idphoto_crop_saves_both_photos_at_the_requests_dpi(client, matted_png):
+    answer = client.post(
+        "/idphoto_crop",
+        files={"input_image": ("idphoto_matting.png", matted_png, "image/png")},
+        data={"height": "413", "width": "295", "hd": "true", "dpi": "350"},
+    )
+    assert answer.status_code == 200, answer.text
+    for key in ("image_base64_standard", "image_base64_hd"):
+        assert decoded(answer.json()[key]).info["dpi"] == pytest.approx((350, 350), abs=0.5), key
+
+
+class CountingBackend:
+    """The test backend, recording each ``observe_job`` (the job metric) as ``(task, outcome)``."""
+
+    def __init__(self, backend) -> None:
+        self._backend = backend
+        self.jobs: list[tuple[str, str]] = []
+
+    def observe_job(self, task: str, outcome: str, engine: str, bytes_in: int, bytes_out: int) -> None:
+        self.jobs.append((task, outcome))
+        self._backend.observe_job(task, outcome, engine, bytes_in, bytes_out)
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+
+@pytest.fixture(scope="module")
+def counted(local_backend) -> tuple[CountingBackend, object]:
+    backend = CountingBackend(local_backend)
+    return backend, client_for(backend)
+
+
+def test_idphoto_counts_in_the_same_job_metric_as_v1_idphoto(counted, photo_jpeg, faceless_png):
+    backend, counting_client = counted
+    backend.jobs.clear()
+    ours = counting_client.post("/v1/idphoto", files={"image": ("me.jpg", photo_jpeg, "image/jpeg")})
+    assert ours.status_code == 200, ours.text
+    theirs = counting_client.post("/idphoto", files={"input_image": ("me.jpg", photo_jpeg, "image/jpeg")})
+    assert theirs.status_code == 200 and theirs.json()["status"] is True, theirs.text
+    faceless = counting_client.post("/idphoto", files={"input_image": ("x.png", faceless_png, "image/png")})
+    assert faceless.status_code == 200 and faceless.json()["status"] is False
+    assert backend.jobs == [("idphoto", "ok"), ("idphoto", "ok"), ("idphoto", "no_face")]
+
+
+@pytest.mark.parametrize(
+    ("path", "transparent", "data", "task"),
+    [
+        ("/idphoto", False, {"hd": "false"}, "idphoto"),
+        ("/human_matting", False, {}, "idphoto-matte"),
+        ("/add_background", True, {"color": "638cce"}, "idphoto-background"),
+        ("/generate_layout_photos", False, {"kb": "200"}, "idphoto-layout"),
+        ("/watermark", False, {"text": "Hello"}, "idphoto-watermark"),
+        ("/set_kb", False, {"kb": "20"}, "idphoto-filesize"),
+        ("/idphoto_crop", True, {"hd": "false"}, "idphoto-crop"),
+    ],
+)
+def test_each_of_its_paths_runs_the_registry_job_and_counts_it(
+    counted, photo_jpeg, matted_png, path, transparent, data, task
+):
+    backend, counting_client = counted
+    backend.jobs.clear()
+    image = ("x.png", matted_png, "image/png") if transparent else ("x.jpg", photo_jpeg, "image/jpeg")
+    answer = counting_client.post(path, files={"input_image": image}, data=data)
+    assert answer.status_code == 200 and answer.json()["status"] is True, answer.text
+    assert backend.jobs == [(task, "ok")]
+
+
+def test_a_refused_call_is_counted_with_its_error_code(counted, photo_jpeg):
+    backend, counting_client = counted
+    backend.jobs.clear()
+    answer = counting_client.post("/add_background", files={"input_image": ("x.jpg", photo_jpeg, "image/jpeg")})
+    assert answer.status_code == 422 and answer.json()["status"] is False
+    assert backend.jobs == [("idphoto-background", "invalid_parameter")]

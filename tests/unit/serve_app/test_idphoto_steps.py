@@ -105,3 +105,43 @@ def test_a_wrong_input_to_a_step_is_a_422_that_says_what_it_takes(client, photo_
     answer = client.post(f"/v1/idphoto/{name}", files={"image": ("x.png", image, "image/png")}, data=fields)
     assert answer.status_code == status, answer.text
     assert answer.json()["error"]["code"] == "invalid_parameter" and words in answer.json()["error"]["message"]
+
+
+def test_crop_writes_its_hd_copy_at_the_physical_size_dpi_or_at_hd_dpi(client, matted):
+    def hd_dpi(**fields) -> tuple[float, dict]:
+        data = {"spec": "cn-1inch", "hd": "true", "return": "json", **fields}
+        body = client.post("/v1/idphoto/crop", files={"image": ("x.png", matted, "image/png")}, data=data).json()
+        return Image.open(io.BytesIO(base64.b64decode(body["hd_b64"]))).info["dpi"][0], body["hd"]
+
+    physical, hd = hd_dpi()
+    assert physical == pytest.approx(300 * 600 / 295, abs=0.1) and hd["dpi"] == pytest.approx(physical, abs=0.1)
+    asked, hd = hd_dpi(hd_dpi="300")
+    assert asked == pytest.approx(300, abs=0.1) and hd["dpi"] == 300
+    refused = client.post(
+        "/v1/idphoto/crop", files={"image": ("x.png", matted, "image/png")}, data={"spec": "cn-1inch", "hd_dpi": "300"}
+    )
+    assert refused.status_code == 422 and "needs hd=true" in refused.json()["error"]["message"]
+
+
+def test_a_steps_file_has_the_sources_dpi_or_dpi(client, photo_jpeg, cropped):
+    def dpi_of(body: bytes) -> float:
+        return Image.open(io.BytesIO(body)).info["dpi"][0]
+
+    assert dpi_of(step(client, "matte", photo_jpeg)) == pytest.approx(dpi_of(photo_jpeg), abs=0.1)
+    assert dpi_of(step(client, "matte", photo_jpeg, dpi="150")) == pytest.approx(150, abs=0.1)
+    blue = step(client, "background", cropped, background="blue", format="png", dpi="600")
+    assert dpi_of(blue) == pytest.approx(600, abs=0.1)
+    assert dpi_of(step(client, "watermark", blue, watermark_text="X", format="png")) == pytest.approx(600, abs=0.1)
+    assert dpi_of(step(client, "filesize", blue, max_kb="30", dpi="350")) == pytest.approx(350, abs=0.1)
+
+
+def test_layout_fits_the_photo_to_a_size_and_keeps_the_sheet_under_max_kb(client, cropped):
+    sheet = client.post(
+        "/v1/idphoto/layout",
+        files={"image": ("x.png", cropped, "image/png")},
+        data={"layout": "6inch", "width_px": "390", "height_px": "567", "max_kb": "200", "return": "json"},
+    ).json()
+    # 2-inch copies (390x567 px at 300 DPI): 4 on 4x6 in, where the 295x413 px photo as it came makes 12
+    assert sheet["copies"] == 4 and sheet["media_type"] == "image/jpeg"
+    assert sheet["meta"]["width"] * sheet["meta"]["height"] == 1800 * 1200
+    assert sheet["encoding"]["size_ok"] is True and len(base64.b64decode(sheet["image_b64"])) <= 200 * 1024
