@@ -19,14 +19,14 @@ DURATION_ID = b"\x44\x89"  # the Segment Info's Duration element (a float, in Ti
 
 
 def _mjpeg_packets(width: int, height: int, count: int, first: int) -> list[av.Packet]:
-    """``count`` JPEGs of ``width``×``height`` (flat grey levels: a few hundred bytes each)."""
+    """``count`` JPEGs of ``width``×``height`` (one flat grey per run: small, and made once)."""
     encoder = av.CodecContext.create("mjpeg", "w")
     encoder.width, encoder.height, encoder.pix_fmt = width, height, "yuvj420p"
     encoder.time_base = Fraction(1, FPS)
+    rgb = np.full((height, width, 3), (first * 37 + width) % 256, np.uint8)
+    frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuvj420p")
     packets = []
     for index in range(first, first + count):
-        rgb = np.full((height, width, 3), (index * 37) % 256, np.uint8)
-        frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuvj420p")
         frame.pts, frame.time_base = index, Fraction(1, FPS)
         packets += encoder.encode(frame)
     return packets + encoder.encode(None)

@@ -4,7 +4,10 @@ that must stop at the job's deadline. The hostile MKVs are made here (``crafted.
 
 from __future__ import annotations
 
-import tracemalloc
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import av
 import numpy as np
@@ -16,6 +19,7 @@ from deployments.video.probe import VideoLimits, probe_video
 from tests.unit.video.crafted import claim_duration, damage_packets, write_mkv
 
 SMALL = VideoLimits(max_frame_pixels=64 * 64)
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _frames(path, limits: VideoLimits, chunk_frames: int = 16, **options) -> list[np.ndarray]:
@@ -30,22 +34,58 @@ def _frames(path, limits: VideoLimits, chunk_frames: int = 16, **options) -> lis
 def test_the_first_frame_over_max_frame_pixels_mid_stream_is_a_413_before_it_is_converted_or_kept(
     tmp_path, size, value
 ):
-    """12 frames of 64×64 (what the header says), then 20 larger ones: refused at frame 12, with the Python heap
-    never holding a large frame (before: 16-frame chunks of them, 3 MiB each as RGB at 1024²)."""
+    """12 frames of 64×64 (what the header says), then 20 larger ones: refused at frame 12, none of them kept."""
     clip = write_mkv(tmp_path / "grows.mkv", [(64, 64, 12), (*size, 20)])
     assert probe_video(clip, SMALL).width == 64  # the header passes
 
-    tracemalloc.start()
-    try:
-        with pytest.raises(VideoTooLarge) as refused:
-            _frames(clip, SMALL)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    kept = []
+    with pytest.raises(VideoTooLarge) as refused:
+        for chunk in read_chunks(clip, 4, limits=SMALL):
+            kept += chunk.frames
 
     assert refused.value.http_status == 413
     assert refused.value.details == {"limit": "max_frame_pixels", "value": value, "max": 64 * 64, "frame": 12}
-    assert peak < 1 << 20, f"{peak / 2**20:.1f} MiB traced while decoding"
+    assert [frame.shape for frame in kept] == [(64, 64, 3)] * 12
+
+
+# Decode a file in a fresh process and say how much its peak RSS grew: PyAV's RGB arrays are views of buffers
+# FFmpeg allocates, which tracemalloc does not see (a 12 MB frame traces as 1 KB), so the process's memory it is.
+PEAK_RSS = r"""
+import inspect, json, resource, sys
+from pathlib import Path
+from deployments.video.frames import read_chunks
+from deployments.video.probe import VideoLimits
+
+def rss_kib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+limits = {"limits": VideoLimits(max_frame_pixels=int(sys.argv[2]))}
+if "limits" not in inspect.signature(read_chunks).parameters:  # a tree before the fix: the same file, unbounded
+    limits = {}
+before, outcome = rss_kib(), "decoded"
+try:
+    for chunk in read_chunks(Path(sys.argv[1]), 16, **limits):
+        pass
+except Exception as exc:
+    outcome = getattr(exc, "code", type(exc).__name__)
+print(json.dumps({"outcome": outcome, "growth_mib": (rss_kib() - before) / 1024}))
+"""
+
+
+def test_frames_that_grow_mid_stream_cost_no_memory_past_the_first_oversized_one(tmp_path):
+    """16 frames of 1024² after 12 small ones: before the fix, 16-frame chunks of them (3 MiB each as RGB, FFmpeg's
+    own frames beside them) grew the process by 56.5 MiB, now 5 MiB (the decoder's threads); a 6000² frame of the
+    report's file is 108 MiB as RGB."""
+    clip = write_mkv(tmp_path / "grows.mkv", [(64, 64, 12), (1024, 1024, 16)])
+
+    run = subprocess.run(
+        [sys.executable, "-c", PEAK_RSS, str(clip), str(64 * 64)], cwd=ROOT, capture_output=True, text=True
+    )
+
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["outcome"] == "video_too_large"
+    assert report["growth_mib"] < 12, report
 
 
 def test_a_frame_that_changes_size_within_the_limit_is_scaled_to_the_stream_size(tmp_path):
