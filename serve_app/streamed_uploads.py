@@ -220,7 +220,6 @@ def _decode(raw: bytes, charset: str) -> str:
 
 
 _STRUCTURE = re.compile(rb'[{}\[\]",:]')
-_STRING_STOP = re.compile(rb'["\\]')
 _WHITESPACE = b" \t\r\n"
 
 
@@ -268,10 +267,9 @@ class StreamedJson:
         while i < size:
             state = self._state
             if state == "value":
-                stop = _STRING_STOP.search(chunk, i)
-                end = stop.start() if stop else size
+                end = _string_stop(chunk, i)
                 out.append(self._value.feed(chunk[i:end]))
-                if stop is None:
+                if end == size:
                     return b"".join(out)
                 i = end + 1
                 if chunk[end : end + 1] == b'"':
@@ -327,12 +325,11 @@ class StreamedJson:
                 self._key += chunk[i : i + 1]
             self._state = "string"
             return i + 1
-        stop = _STRING_STOP.search(chunk, i)
-        end = stop.start() if stop else len(chunk)
+        end = _string_stop(chunk, i)
         self.rest += chunk[i : end + 1]
         if self._in_key and len(self._key) <= len(FIELD):
             self._key += chunk[i:end]
-        if stop is None:
+        if end == len(chunk):
             return end
         if chunk[end : end + 1] == b"\\":
             if self._in_key:
@@ -365,6 +362,15 @@ class StreamedJson:
                 return i
             i += 1
         return i
+
+
+def _string_stop(chunk: bytes, start: int) -> int:
+    """Where the string running from ``start`` stops (its closing quote or a backslash), or ``len(chunk)``: two
+    ``find`` calls, far faster than a regular expression over megabytes of base64."""
+    quote = chunk.find(b'"', start)
+    end = len(chunk) if quote < 0 else quote
+    backslash = chunk.find(b"\\", start, end)
+    return end if backslash < 0 else backslash
 
 
 class _Base64Value:
