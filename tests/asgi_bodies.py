@@ -1,15 +1,21 @@
 """Requests sent to an ASGI app the way a client on the network sends them: a chunked body (no Content-Length) in
-pieces, counted as the app reads them, or one that stops arriving. For the body-limit tests and their benchmark."""
+pieces, counted as the app reads them, one that stops arriving, or one held midway (then resumed or left). Large
+bodies are generated as they are sent (``filler``, ``VideoBody``: a valid MP4 of any size), never built whole. For
+the body-limit and upload tests and their benchmarks."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 CHUNK_BYTES = 64 * 1024
+VIDEO_BOUNDARY = "b0undary"
+MULTIPART = f"multipart/form-data; boundary={VIDEO_BOUNDARY}"
 
 
 @dataclass
@@ -40,6 +46,40 @@ def json_parts(total_bytes: int, head: bytes = b"") -> Iterator[bytes]:
     yield base64.b64encode(head)
     yield from filler(total_bytes - len(head) * 4 // 3, b"A")
     yield b'"}'
+
+
+class VideoBody:
+    """``size_bytes`` of a valid MP4: the clip, then a ``free`` box of zeros, generated as it is sent."""
+
+    def __init__(self, clip: bytes, size_bytes: int) -> None:
+        self.head = clip + struct.pack(">I", size_bytes - len(clip)) + b"free"
+        self.head += bytes(-len(self.head) % 3)  # whole base64 quanta: the JSON body encodes it apart
+        self.size_bytes = size_bytes
+
+    def sha256(self) -> str:
+        digest = hashlib.sha256(self.head)
+        for chunk in filler(self.size_bytes - len(self.head)):
+            digest.update(chunk)
+        return digest.hexdigest()
+
+    def parts(self, shape: str, task: str = "restore", upscale: int | None = 2) -> Iterator[bytes]:
+        zeros = self.size_bytes - len(self.head)
+        if shape == "json":
+            params = "" if upscale is None else f', "params": {{"upscale": {upscale}}}'
+            yield f'{{"task": "{task}"{params}, "image_b64": "'.encode()
+            yield base64.b64encode(self.head)
+            yield from filler(zeros // 3 * 4, b"A")  # base64 of zeros
+            yield base64.b64encode(bytes(zeros % 3))
+            yield b'"}'
+            return
+        yield f'--{VIDEO_BOUNDARY}\r\nContent-Disposition: form-data; name="task"\r\n\r\n{task}\r\n'.encode()
+        yield f'--{VIDEO_BOUNDARY}\r\nContent-Disposition: form-data; name="video"; filename="clip.mp4"\r\n'.encode()
+        yield b"Content-Type: video/mp4\r\n\r\n"
+        yield self.head
+        yield from filler(zeros)
+        if upscale is not None:
+            yield f'\r\n--{VIDEO_BOUNDARY}\r\nContent-Disposition: form-data; name="upscale"\r\n\r\n{upscale}'.encode()
+        yield f"\r\n--{VIDEO_BOUNDARY}--\r\n".encode()
 
 
 def filler(total_bytes: int, byte: bytes = b"\x00") -> Iterator[bytes]:

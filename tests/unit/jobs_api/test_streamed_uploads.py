@@ -12,9 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import struct
 import tracemalloc
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,13 +24,11 @@ from serve_app.runner.jobs_config import JobsConfig, within
 from serve_app.runner.jobs_store import JobStore
 from serve_app.settings import Settings
 from storage.base import open_store
-from tests.asgi_bodies import Hold, filler, send_chunked, send_held
+from tests.asgi_bodies import MULTIPART, Hold, VideoBody, send_chunked, send_held
 from tests.unit.jobs_api.test_idempotency import RecordingQueue
 from tests.unit.video.clips import make_clip
 
 MIB = 2**20
-BOUNDARY = "b0undary"
-MULTIPART = f"multipart/form-data; boundary={BOUNDARY}"
 SHAPES = {"multipart": MULTIPART, "json": "application/json"}
 TRACED_PEAK_BYTES = 16 * MIB  # what a 64 MiB upload may cost the app (the body itself: 64 MiB, or 85 MiB of base64)
 
@@ -41,40 +37,6 @@ TRACED_PEAK_BYTES = 16 * MIB  # what a 64 MiB upload may cost the app (the body 
 def clip(tmp_path_factory) -> bytes:
     """0.4 s, 320x240: what the padding makes a video of any size."""
     return make_clip(tmp_path_factory.mktemp("clip") / "clip.mp4", seconds=0.4).read_bytes()
-
-
-class Video:
-    """``size_bytes`` of a valid MP4: the clip, then a ``free`` box of zeros, generated as it is sent."""
-
-    def __init__(self, clip: bytes, size_bytes: int) -> None:
-        self.head = clip + struct.pack(">I", size_bytes - len(clip)) + b"free"
-        self.head += bytes(-len(self.head) % 3)  # whole base64 quanta: the JSON body encodes it apart
-        self.size_bytes = size_bytes
-
-    def sha256(self) -> str:
-        digest = hashlib.sha256(self.head)
-        for chunk in filler(self.size_bytes - len(self.head)):
-            digest.update(chunk)
-        return digest.hexdigest()
-
-    def parts(self, shape: str, task: str = "restore", upscale: int | None = 2) -> Iterator[bytes]:
-        zeros = self.size_bytes - len(self.head)
-        if shape == "json":
-            params = "" if upscale is None else f', "params": {{"upscale": {upscale}}}'
-            yield f'{{"task": "{task}"{params}, "image_b64": "'.encode()
-            yield base64.b64encode(self.head)
-            yield from filler(zeros // 3 * 4, b"A")  # base64 of zeros
-            yield base64.b64encode(bytes(zeros % 3))
-            yield b'"}'
-            return
-        yield f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="task"\r\n\r\n{task}\r\n'.encode()
-        yield f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="video"; filename="clip.mp4"\r\n'.encode()
-        yield b"Content-Type: video/mp4\r\n\r\n"
-        yield self.head
-        yield from filler(zeros)
-        if upscale is not None:
-            yield f'\r\n--{BOUNDARY}\r\nContent-Disposition: form-data; name="upscale"\r\n\r\n{upscale}'.encode()
-        yield f"\r\n--{BOUNDARY}--\r\n".encode()
 
 
 @pytest.fixture
@@ -110,7 +72,7 @@ def stored_input_sha256(store: JobStore, queue: RecordingQueue, task: str = "res
 def test_a_large_video_upload_costs_the_ingress_far_less_than_the_video_and_is_stored_byte_for_byte(
     tmp_path, uploads, clip, shape
 ):
-    video = Video(clip, 64 * MIB)
+    video = VideoBody(clip, 64 * MIB)
     app, store, queue = jobs_api(tmp_path)
 
     tracemalloc.start()
@@ -153,7 +115,7 @@ def test_the_bytes_in_flight_budget_refuses_the_upload_that_would_pass_it_and_ad
 ):
     monkeypatch.setenv("PORTRAIT_MAX_UPLOAD_BYTES_IN_FLIGHT", str(4 * MIB))
     app, store, queue = jobs_api(tmp_path)
-    first, second = Video(clip, 3 * MIB), Video(clip, 3 * MIB)
+    first, second = VideoBody(clip, 3 * MIB), VideoBody(clip, 3 * MIB)
 
     async def scenario():
         hold = Hold(after_bytes=2 * MIB)
@@ -182,7 +144,7 @@ def test_the_refusal_past_the_budget_says_when_to_retry(tmp_path, uploads, clip,
     monkeypatch.setenv("PORTRAIT_MAX_UPLOAD_BYTES_IN_FLIGHT", str(MIB))
     app, _, _ = jobs_api(tmp_path)
     app.state.upload_budget.in_flight = MIB  # another request holds the whole budget
-    answer = asyncio.run(send_chunked(app, "/v1/jobs", MULTIPART, Video(clip, 2 * MIB).parts("multipart")))
+    answer = asyncio.run(send_chunked(app, "/v1/jobs", MULTIPART, VideoBody(clip, 2 * MIB).parts("multipart")))
     assert answer.status == 503
     assert answer.json()["error"]["details"]["retry_after_s"] == 5
 
@@ -192,14 +154,14 @@ def test_one_upload_larger_than_the_whole_budget_is_taken_when_nothing_else_is_i
 ):
     monkeypatch.setenv("PORTRAIT_MAX_UPLOAD_BYTES_IN_FLIGHT", str(MIB))
     app, _, queue = jobs_api(tmp_path)
-    answer = asyncio.run(send_chunked(app, "/v1/jobs", MULTIPART, Video(clip, 3 * MIB).parts("multipart")))
+    answer = asyncio.run(send_chunked(app, "/v1/jobs", MULTIPART, VideoBody(clip, 3 * MIB).parts("multipart")))
     assert answer.status == 202, bytes(answer.body)
     assert app.state.upload_budget.in_flight == 0
 
 
 def test_a_refused_upload_leaves_no_temporary_file(tmp_path, uploads, clip):
     app, store, queue = jobs_api(tmp_path)
-    video = Video(clip, 12 * MIB)  # past the 8 MiB kept in memory: a temporary file
+    video = VideoBody(clip, 12 * MIB)  # past the 8 MiB kept in memory: a temporary file
 
     parts = video.parts("multipart", task="idphoto", upscale=None)
     answer = asyncio.run(send_chunked(app, "/v1/jobs", MULTIPART, parts))
@@ -215,7 +177,7 @@ def test_a_client_that_leaves_mid_upload_releases_its_bytes_and_its_temporary_fi
 ):
     monkeypatch.setenv("PORTRAIT_UPLOAD_MEMORY_BYTES", str(MIB))
     app, store, queue = jobs_api(tmp_path)
-    video = Video(clip, 8 * MIB)
+    video = VideoBody(clip, 8 * MIB)
 
     async def scenario():
         hold = Hold(after_bytes=4 * MIB, leave=leaves == "disconnect")
