@@ -40,6 +40,9 @@ Fields of an entry:
 ``deployments``
     the Serve deployments the job calls (each Serve YAML configures every one; the restorers, one per manifest
     entry of ``task: face_restoration``, come from the manifest).
+``on_page``
+    False for a whole job the web page does not offer (``identity`` compares two photos; the page sends one): HTTP,
+    async jobs, bucket routes and the instruction interpreters reach it as any job.
 ``step_of``
     set on one step of a whole job (``idphoto-matte`` is a step of ``idphoto``): named ``<step_of>-<step>``, routed at
     ``POST /v1/<step_of>/<step>``, its orchestration ``STEPS[<step>]`` of ``serve_app/jobs/<step_of>_steps.py``
@@ -58,6 +61,7 @@ from deployments.cartoon.params import CartoonParams
 from deployments.colorize.params import ColorizeParams
 from deployments.common.errors import InternalError, InvalidParameter
 from deployments.common.params import JobParams
+from deployments.identity.params import IdentityParams
 from deployments.idphoto.params import IdPhotoParams
 from deployments.idphoto.step_params import STEP_PARAMS
 from deployments.restore.params import RestoreParams
@@ -77,6 +81,7 @@ class JobEntry:
     deployments: tuple[str, ...]
     frames: bool = False
     step_of: str | None = None
+    on_page: bool = True
 
     @property
     def step(self) -> str | None:
@@ -226,11 +231,26 @@ JOB_ENTRIES: tuple[JobEntry, ...] = (
         example_words="上色, 黑白照片上色, colorize",
         deployments=("Colorizer",),
     ),
+    JobEntry(
+        name="identity",
+        params_model=IdentityParams,
+        title=("same person?", "人脸比对"),
+        description="Is the person in `image` the one in `reference` (the largest face of each unless `face` / "
+        "`reference_face` name another): `same_person`, `similarity`, `judge` and its `threshold` (SFace where its "
+        "weights are present, dlib's ResNet otherwise). The same judge reports, in every job that changes faces, how "
+        "far each face moved (`identity`).",
+        result_media_types={"application/json": "json"},
+        prompt_hint="tell whether two photos show the same person (是不是同一个人, 人脸比对)",
+        example_words="人脸比对, 是不是同一个人, same person",
+        deployments=("FaceAnalyzer", "IdentityJudge"),
+        on_page=False,
+    ),
     *_idphoto_steps(),
 )
 
 JOB_NAMES: tuple[str, ...] = tuple(entry.name for entry in JOB_ENTRIES)
-WHOLE_JOBS: tuple[str, ...] = tuple(entry.name for entry in JOB_ENTRIES if entry.step_of is None)  # the page's
+WHOLE_JOBS: tuple[str, ...] = tuple(entry.name for entry in JOB_ENTRIES if entry.step_of is None)
+PAGE_JOBS: tuple[str, ...] = tuple(entry.name for entry in JOB_ENTRIES if entry.step_of is None and entry.on_page)
 JobName = Literal[JOB_NAMES]  # the wire's job names
 _ENTRIES = {entry.name: entry for entry in JOB_ENTRIES}
 

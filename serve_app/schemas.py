@@ -59,6 +59,11 @@ class ResultMeta(BaseModel):
     bytes: int
     timings_ms: dict[str, float] = Field(default_factory=dict)
     report: dict[str, Any] | None = None
+    identity: dict[str, Any] | None = Field(
+        None,
+        description="the face that moved most: {face, similarity, same_person, judge, threshold} (each face's own "
+        "beside its crops with return=json), or {unavailable: why} where the judge could not answer",
+    )
     video: dict[str, Any] | None = Field(
         None, description="a video's facts: frames, fps, duration, faces per frame, tracks, resumed_from_chunk"
     )

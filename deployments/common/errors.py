@@ -17,7 +17,8 @@ values in the job outcomes, not exceptions; they become errors only where a requ
     │   ├── VideoTooLarge           413 video_too_large    (details.limit names the bound)
     │   ├── NoFaceFound             422 no_face
     │   ├── NotCompliant            422 not_compliant
-    │   └── InputRefused            422 input_refused    (the compliance gate refused the photo: ``reason_codes``)
+    │   ├── InputRefused            422 input_refused    (the compliance gate refused the photo: ``reason_codes``)
+    │   └── IdentityChanged         422 identity_changed (a face moved below ``min_identity``)
     └── ServiceError (5xx: our side)
         ├── InternalError           500 internal_error   (our own consistency checks: a bug, never the caller's fault)
         ├── ModelUnavailable        503 model_unavailable
@@ -116,6 +117,14 @@ class InputRefused(InputError):
     def __init__(self, message: str, *, reason_codes: tuple[str, ...], details: dict[str, Any] | None = None) -> None:
         super().__init__(message, details={**(details or {}), "reason_codes": list(reason_codes)})
         self.reason_codes = tuple(reason_codes)
+
+
+class IdentityChanged(InputError):
+    """A result whose face moved further than the caller allows (``min_identity``): ``details`` names the face, its
+    similarity and the judge."""
+
+    code = "identity_changed"
+    http_status = 422
 
 
 class ServiceError(PortraitError):

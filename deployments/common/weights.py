@@ -38,10 +38,12 @@ MAX_MODEL_BYTES = 4 << 30  # the read cap for a file whose manifest entry states
 
 @dataclass(frozen=True)
 class WheelSource:
-    """A file inside a wheel on the package registry (how the built-in models travel)."""
+    """A file inside a package on the package registry (how the built-in models travel): its wheel, or its source
+    archive (``sdist``) where the package publishes no wheel (``face_recognition_models``: dlib's models)."""
 
     requirement: str
     member: str
+    sdist: bool = False
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,13 @@ class RestoreParams(JobParams):
         None, description="how the photo around the faces is upscaled; default realesrgan when its weights are present"
     )
     max_faces: int = Field(32, ge=1, le=64, description="restore at most this many faces, largest first")
+    min_identity: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="refuse (422 identity_changed) a result whose face's similarity to the input face is below this, "
+        "on the identity judge's scale (each face's identity is reported either way)",
+    )
     only_center_face: bool = Field(False, description="restore only the face nearest the image centre")
     blend: float = Field(1.0, ge=0.0, le=1.0, description="0 keeps the original face, 1 the restored one")
     format: Literal["auto", "jpeg", "png", "webp"] = Field("auto", description="auto: JPEG for JPEG input, else PNG")

@@ -22,6 +22,7 @@ from deployments.video.tracking import TrackedFace
 from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.deadline import run_in_worker
+from serve_app.jobs.identity import FacePair, report_identities, template_face
 from serve_app.jobs.results import JobResult, encode_job_result
 
 HEAD_TEMPLATE = "dctnet-288"
@@ -36,6 +37,8 @@ async def run(backend: Backend, data: bytes, params: CartoonParams, context: Job
     with timings.phase("decode"):
         source = await decode_upload(data, context.limits, CARTOON_OUTPUT)
     cartoon = await cartoonize(backend, source.rgb, params, timings)
+    with timings.phase("identity"):  # reported, never gated: a cartoon is not a likeness
+        identities = await report_identities(backend, cartoon.heads, min_identity=None)
     return await encode_job_result(
         params,
         source,
@@ -44,6 +47,7 @@ async def run(backend: Backend, data: bytes, params: CartoonParams, context: Job
         faces=cartoon.faces,
         timings=timings,
         fallback_engine="none",
+        identity=identities.lowest(),
     )
 
 
@@ -52,6 +56,7 @@ class CartoonResult:
     rgb: np.ndarray
     engines: list[EngineInfo]
     faces: int  # heads pasted
+    heads: list[FacePair]  # each pasted head: the aligned photo crop and its cartoon, as the identity judge takes them
 
 
 async def cartoonize(
@@ -84,7 +89,10 @@ async def cartoonize(
     with timings.phase("compose"):
         result = await run_in_worker(compose_cartoon, background.image, prepared, pasted, opacities)
     engines = [background.engine] + [head.engine for _, head, _ in kept]
-    return CartoonResult(result, engines, len(pasted))
+    heads = [
+        (template_face(face.crop, HEAD_TEMPLATE), template_face(head.image, HEAD_TEMPLATE)) for face, head, _ in kept
+    ]
+    return CartoonResult(result, engines, len(pasted), heads)
 
 
 async def _given(faces: Sequence[TrackedFace]) -> Sequence[TrackedFace]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -10,7 +12,7 @@ from pathlib import Path
 
 from deployments.cartoon.styles import cartoon_styles
 from deployments.common.admission import PixelCap
-from deployments.common.errors import ImageTooManyPixels
+from deployments.common.errors import ImageTooManyPixels, InvalidParameter
 from deployments.common.image import DecodedImage, decode_image
 from deployments.common.timings import Timings as Timings  # the jobs time their phases with it
 from deployments.common.weights import ModelSpec, load_manifest
@@ -111,3 +113,16 @@ async def decode_upload(data: bytes, limits: Limits, cap: PixelCap, *, min_side_
         if width is None or height is None or cap.max_pixels >= limits.max_pixels:
             raise  # the decode limit is the one it broke
         raise cap.refusal(width, height) from exc
+
+
+async def decode_base64(text: str, field: str) -> bytes:
+    """An image sent as base64 text (a ``data:`` URL too), decoded in a worker thread; 422 naming ``field``."""
+
+    def decode() -> bytes:
+        encoded = text.partition(",")[2] if text.startswith("data:") else text
+        try:
+            return base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise InvalidParameter(f"{field!r} is not valid base64: {exc}") from exc
+
+    return await run_in_worker(decode)

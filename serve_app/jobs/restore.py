@@ -40,6 +40,7 @@ from serve_app.backend import Backend
 from serve_app.jobs.colorize import colorize_photo
 from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.deadline import run_in_worker
+from serve_app.jobs.identity import report_identities, template_face
 from serve_app.jobs.results import JobResult, encode_job_result, png_b64
 
 
@@ -69,12 +70,21 @@ async def run(backend: Backend, data: bytes, params: RestoreParams, context: Job
         faces, gray = await asyncio.gather(backend.call(ANALYZE_FACES, source.rgb), run_in_worker(is_gray, source.rgb))
     chosen = select_faces(faces, source.width, source.height, params)
     restored = await restore_faces(backend, source.rgb, chosen, params, model, gray, timings)
+    with timings.phase("identity"):
+        template = restore_template(backend.manifest, model)
+        pairs = [(template_face(a.crop, template), template_face(r.crop, template)) for a, r in restored.pairs()]
+        identities = await report_identities(backend, pairs, params.min_identity)
     result, colorizer, colorize_report = await colorize_if_asked(backend, source.rgb, restored.rgb, params, timings)
     attachments = {}
     if params.return_ == "json":
         attachments["faces"] = [
-            {"box": list(face.box), "before_png_b64": png_b64(a.crop), "after_png_b64": png_b64(r.crop)}
-            for face, a, r in zip(chosen, restored.aligned, restored.faces)
+            {
+                "box": list(face.box),
+                "before_png_b64": png_b64(a.crop),
+                "after_png_b64": png_b64(r.crop),
+                "identity": identities.face_json(index),
+            }
+            for index, (face, (a, r)) in enumerate(zip(chosen, restored.pairs()))
         ]
     return await encode_job_result(
         params.model_copy(update={"model": model}),
@@ -86,6 +96,7 @@ async def run(backend: Backend, data: bytes, params: RestoreParams, context: Job
         fallback_engine="none (no face found)",
         attachments=attachments,
         report={"colorize": colorize_report} if params.colorize != "false" else None,
+        identity=identities.lowest(),
     )
 
 
@@ -95,6 +106,10 @@ class RestoredPhoto:
     aligned: list[AlignedFace]
     faces: list[RestoredFace]
     engines: list[EngineInfo]
+
+    def pairs(self) -> list[tuple[AlignedFace, RestoredFace]]:
+        """Each face's aligned input crop and its restored crop (one template, one size)."""
+        return list(zip(self.aligned, self.faces))
 
 
 async def restore_faces(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ from serve_app.jobs.context import Timings
 from serve_app.jobs.deadline import run_in_worker
 from serve_app.registry import job_of
 from serve_app.schemas import ResultMeta, WeightsOut
+
+JSON_MEDIA_TYPE = "application/json"  # a job whose result is an answer, not an image (``identity``)
 
 # Images a result may carry beside its own, in its media type: an ID photo's print sheet and HD copy. Each travels as
 # ``<name>_b64`` + ``<name>_media_type`` in ``return=json`` and as ``<name>_key`` in a bucket record.
@@ -59,6 +62,9 @@ class JobResult:
         )
 
     def to_json(self) -> dict[str, Any]:
+        """``return=json``: the image as base64 beside its metadata; a JSON result's own fields stand at the top."""
+        if self.media_type == JSON_MEDIA_TYPE:
+            return {**json.loads(self.body), "meta": self.meta.model_dump(), **self.attachments}
         return {
             "image_b64": base64.b64encode(self.body).decode("ascii"),
             "media_type": self.media_type,
@@ -104,7 +110,16 @@ def result_headers(meta: ResultMeta) -> dict[str, str]:
         "X-Portrait-Faces": str(meta.faces),
         **({"X-Portrait-Compliance": report["verdict"]} if "verdict" in report else {}),
         **({"X-Portrait-Colorized": _colorized(report["colorize"])} if "colorize" in report else {}),
+        **_identity_header(meta.identity),
     }
+
+
+def _identity_header(lowest: dict[str, Any] | None) -> dict[str, str]:
+    """``X-Portrait-Identity``: the lowest similarity, its judge and verdict (``0.9312; judge=dlib; same_person``)."""
+    if not lowest or "similarity" not in lowest:
+        return {}
+    verdict = "same_person" if lowest["same_person"] else "different_person"
+    return {"X-Portrait-Identity": f"{lowest['similarity']:.4f}; judge={lowest['judge']}; {verdict}"}
 
 
 def _weights_item(weights: WeightsOut) -> str:
@@ -147,6 +162,7 @@ def build_meta(
     body: bytes | Path,
     timings_ms: dict[str, float],
     report: dict | None = None,
+    identity: dict[str, Any] | None = None,
 ) -> ResultMeta:
     return ResultMeta(
         job=job,
@@ -160,6 +176,7 @@ def build_meta(
         bytes=body.stat().st_size if isinstance(body, Path) else len(body),
         timings_ms=timings_ms,
         report=report,
+        identity=identity,
         version=__version__,
     )
 
@@ -175,6 +192,7 @@ async def encode_job_result(
     fallback_engine: str,
     attachments: dict[str, Any] | None = None,
     report: dict[str, Any] | None = None,
+    identity: dict[str, Any] | None = None,
 ) -> JobResult:
     """The last step of the image-to-image jobs: encode like the source (in a worker thread) and describe it (the job
     is the one ``params`` belong to: ``registry.job_of``)."""
@@ -193,5 +211,6 @@ async def encode_job_result(
         body=body,
         timings_ms=timings.ms,
         report=report,
+        identity=identity,
     )
     return JobResult(body=body, media_type=MEDIA_TYPES[fmt], meta=meta, attachments=attachments or {})

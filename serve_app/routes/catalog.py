@@ -21,7 +21,7 @@ async def list_tasks() -> dict:
     """Every job (the registry): its synchronous route, its names in English and Chinese (what the web page shows),
     whether it takes a video (``frames``: frame by frame through ``POST /v1/jobs`` or a bucket route, into
     ``video/mp4``), the whole job it is a step of (``step_of``: ``idphoto-matte`` of ``idphoto``; null for a whole
-    job) and the values of its ``model`` option in the order of preference (``models``), each with the options only
+    job), whether the page offers it (``on_page``) and the values of its ``model`` option in the order of preference (``models``), each with the options only
     it reads (``options``: CodeFormer's ``fidelity``)."""
     return {
         "tasks": [
@@ -31,6 +31,7 @@ async def list_tasks() -> dict:
                 "title": dict(zip(("en", "zh"), entry.title)),
                 "frames": entry.frames,
                 "step_of": entry.step_of,
+                "on_page": entry.on_page,
                 "models": [
                     {"name": model, "options": list(entry.params_model.options_of_model(model))}
                     for model in enum_values(entry.params_model, "model")

@@ -73,6 +73,7 @@ const I18N = {
     "restore.blend": "融合度",
     "restore.blend.hint": "0 = 保留原来的脸，1 = 完全用修复后的脸。",
     "restore.max_faces": "最多修复几张脸",
+    "restore.min_identity": "最低相似度（低于则拒绝）",
     "restore.only_center_face": "只修复最靠近中间的脸",
     "restore.format.auto": "自动（JPEG 输入给 JPEG，其余 PNG）",
 
@@ -380,6 +381,7 @@ const I18N = {
     "restore.blend": "Blend",
     "restore.blend.hint": "0 keeps the original face, 1 the restored one.",
     "restore.max_faces": "Restore at most (faces)",
+    "restore.min_identity": "Refuse below similarity",
     "restore.only_center_face": "Only the face nearest the centre",
     "restore.format.auto": "Auto (JPEG for JPEG input, else PNG)",
 

@@ -31,7 +31,7 @@ from serve_app.instructions import InstructionUnclear, LlmInterpreter, LlmOption
 from serve_app.instructions.vocabulary import build_vocabulary, enum_values, load_lexicon
 from serve_app.jobs import JOBS, job_context
 from serve_app.openai_api import openai_model_list
-from serve_app.registry import JOB_ENTRIES, JOB_NAMES, WHOLE_JOBS, job_of, result_extension
+from serve_app.registry import JOB_ENTRIES, JOB_NAMES, PAGE_JOBS, WHOLE_JOBS, job_of, result_extension
 from serve_app.routes import create_api
 from serve_app.schemas import ResultMeta
 from serve_app.settings import Settings
@@ -68,8 +68,8 @@ def test_every_output_format_a_job_accepts_is_one_of_its_result_media_types():
         formats = {value for value in enum_values(entry.params_model, "format") if value != "auto"}
         if formats:
             assert {MEDIA_TYPES[fmt] for fmt in formats} == set(entry.photo_media_types), entry.name
-        else:  # a step without a format option answers one media type
-            assert entry.step_of and len(entry.photo_media_types) == 1, entry.name
+        else:  # a job without a format option (a step; identity's JSON answer) answers one media type
+            assert len(entry.result_media_types) == 1, entry.name
         assert set(entry.result_media_types) - set(entry.photo_media_types) == (
             {"video/mp4"} if entry.frames else set()
         )
@@ -82,8 +82,9 @@ def test_a_result_names_its_job_from_the_registry_not_from_the_job_module():
     pass ``encode_job_result`` / ``build_meta`` no name of their own. Left: ``idphoto_steps.py`` still spells
     ``f"idphoto-{step}"`` (being rewritten by its owner)."""
     context = job_context(Settings())
+    required = {"identity": {"reference_b64": "AA=="}}  # a job's options that have no default
     for entry in JOB_ENTRIES:
-        assert job_of(JOBS[entry.name].parse({}, context)) is entry
+        assert job_of(JOBS[entry.name].parse(required.get(entry.name, {}), context)) is entry
     with pytest.raises(InternalError, match="no job's params model"):
         job_of(JobParams())
     spelled = set()
@@ -128,13 +129,14 @@ def test_the_prompts_name_every_job():
 
 
 def test_the_web_page_offers_every_whole_job_at_its_route():
-    """The steps of a job (``step_of``) are API-only: the page runs whole jobs."""
+    """The steps of a job (``step_of``) and the jobs marked ``on_page=False`` are API-only: the page runs whole
+    jobs."""
     common = (WEB / "common.js").read_text(encoding="utf-8")
     routes = re.search(r"const ROUTES = (\{.*?\});", common, re.DOTALL).group(1)
-    whole = {entry.name: entry.route for entry in JOB_ENTRIES if entry.step_of is None}
+    whole = {entry.name: entry.route for entry in JOB_ENTRIES if entry.name in PAGE_JOBS}
     assert json.loads(re.sub(r"(\w+):", r'"\1":', routes)) == whole
     radios = re.findall(r'<input type="radio" name="job" value="([a-z_-]+)"', (WEB / "index.html").read_text("utf-8"))
-    assert radios == list(WHOLE_JOBS) and not {name for name in WHOLE_JOBS if name.startswith("idphoto-")}
+    assert radios == list(PAGE_JOBS) and not {name for name in PAGE_JOBS if name.startswith("idphoto-")}
 
 
 def test_the_web_page_names_each_job_by_its_registry_title():
@@ -145,7 +147,7 @@ def test_the_web_page_names_each_job_by_its_registry_title():
     strings = (WEB / "i18n.js").read_text(encoding="utf-8")
     assert not [name for name in JOB_NAMES if f'"job.{name}"' in strings]
     labels = re.findall(r'name="job" value="[a-z_-]+"[^>]*> <span class="job-title">([^<]*)</span>', _page())
-    assert labels == [""] * len(WHOLE_JOBS)
+    assert labels == [""] * len(PAGE_JOBS)
 
 
 def _page() -> str:

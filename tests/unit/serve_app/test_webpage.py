@@ -21,7 +21,7 @@ from serve_app.instructions.llm import INTERPRETER as LLM
 from serve_app.instructions.rules import INTERPRETER as RULES
 from serve_app.instructions.vocabulary import enum_values
 from serve_app.jobs import job_context, parse_job_params
-from serve_app.registry import JOB_NAMES, WHOLE_JOBS, job_entry
+from serve_app.registry import JOB_NAMES, PAGE_JOBS, job_entry
 from serve_app.routes import create_api
 from serve_app.settings import Settings
 from serve_app.webpage import WEB_DIR
@@ -189,7 +189,7 @@ def test_every_key_the_page_uses_is_in_both_tables(tables, page):
     # Keys the scripts build from names: colours, each model choice's default and "no weights" labels, the
     # interpreters an instruction names. The jobs' own names come from the service (GET /v1/tasks).
     assert {f"colour.{name}" for name in [*NAMED_COLOURS, TRANSPARENT]} <= set(known)
-    models = [task for task in WHOLE_JOBS if enum_values(job_entry(task).params_model, "model")]
+    models = [task for task in PAGE_JOBS if enum_values(job_entry(task).params_model, "model")]
     assert {f"{task}.model.{label}" for task in models for label in ("default", "unusable")} <= set(known)
     assert {f"instruction.interpreter.{name}" for name in (RULES, LLM, FALLBACK_INTERPRETER)} <= set(known)
 
@@ -226,7 +226,7 @@ def _fields(task: str) -> set[str]:
 
 
 def test_every_option_of_every_job_has_one_control(page):
-    for task in WHOLE_JOBS:
+    for task in PAGE_JOBS:
         params = [control.param for control in page.controls if control.job == task]
         assert len(params) == len(set(params)), task
         custom = CUSTOM_SIZE if task == "idphoto" else set()
@@ -249,7 +249,7 @@ def test_each_choice_offers_exactly_what_its_params_model_accepts(page):
 
 def test_a_fresh_form_sends_the_params_models_defaults(page):
     context = job_context(Settings())
-    for task in WHOLE_JOBS:
+    for task in PAGE_JOBS:
         sent = {c.param: c.default() for c in page.controls if c.job == task and c.default() is not None}
         assert parse_job_params(task, sent, context) == parse_job_params(task, {}, context), task
     fidelity = next(control for control in page.controls if control.param == "fidelity")
@@ -271,6 +271,7 @@ def test_the_task_list_tells_the_page_which_jobs_take_a_video(client):
         "title": {"en": "photo restoration", "zh": "照片修复"},
         "frames": True,
         "step_of": None,
+        "on_page": True,
         "models": [
             {"name": "gfpgan-v1.4", "options": []},
             {"name": "codeformer", "options": ["fidelity"]},
@@ -284,7 +285,8 @@ def test_the_task_list_tells_the_page_which_jobs_take_a_video(client):
         "title": {"en": "ID photo: cut-out", "zh": "证件照：抠图"},
         "frames": False,
         "step_of": "idphoto",
+        "on_page": True,
         "models": [],
     }
     assert [task["name"] for task in tasks if task["frames"]] == ["restore", "cartoon"]
-    assert [task["name"] for task in tasks if task["step_of"] is None] == list(WHOLE_JOBS)
+    assert [task["name"] for task in tasks if task["step_of"] is None and task["on_page"]] == list(PAGE_JOBS)
