@@ -35,6 +35,7 @@ from deployments.common.errors import InvalidParameter, ServiceError
 from serve_app.auth import AuthConfig, load_keys
 from serve_app.handles import Stages, handle_backend
 from serve_app.jobs import JOBS, job_context
+from serve_app.runner.callback_queue import CallbackQueue
 from serve_app.runner.config import RunnerConfig
 from serve_app.runner.folders import buckets_root, require_input_folders
 from serve_app.runner.jobs_config import JobsConfig, require_shared_store
@@ -89,12 +90,14 @@ class BucketRunner:
         self._sqs: SqsConsumer | None = None
         self._loops: list[asyncio.Task[None]] = []
         self._jobs: JobsRunner | None = None
+        self._jobs_config = jobs or JobsConfig()
+        # What receivers can make this one replica hold: job endings and bucket-route callbacks together.
+        self._callbacks = CallbackQueue.of(self._jobs_config)
         if jobs is not None:  # the jobs API's work: its routes join the table, its endings come through _observe
             store = JobStore(jobs.location(self._buckets_root), jobs.s3, JOBS)
             store.prepare()
             keys = load_keys(auth or AuthConfig())
-            self._jobs = JobsRunner(jobs, store, keys)
-        self._jobs_config = jobs or JobsConfig()
+            self._jobs = JobsRunner(jobs, store, keys, queue=self._callbacks)
         self._route_callbacks: RouteCallbacks | None = None
 
     async def reconfigure(self, user_config: dict[str, Any]) -> None:
@@ -123,7 +126,7 @@ class BucketRunner:
             locks=old.locks if old else None,
         )
         await worker.require_claims()
-        self._route_callbacks = RouteCallbacks(table.routes, self._jobs_config)
+        self._route_callbacks = RouteCallbacks(table.routes, self._jobs_config, queue=self._callbacks)
         if old is None:  # this runner's start: what an earlier one left undelivered
             self._route_callbacks.resume()
         for loop in self._loops:  # the previous worker's loops stop; its in-flight objects finish, under its locks
@@ -194,6 +197,7 @@ class BucketRunner:
             "routes": routes,
             "in_flight": worker.in_flight if worker else 0,
             "jobs_queued": self._jobs.queued if self._jobs else None,
+            "callbacks_held": len(self._callbacks),
             "outcomes": dict(worker.counts) if worker else {},
             "sqs": {"deleted": self._sqs.deleted, "kept": self._sqs.kept} if self._sqs else None,
             "config": {k: v for k, v in self._config.model_dump().items() if k not in ("routes", "sqs")},

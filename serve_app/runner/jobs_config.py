@@ -51,6 +51,16 @@ class JobsConfig(BaseModel):
     callback_timeout_s: float = Field(
         10.0, gt=0, le=60, description="one attempt, all of it: resolving, connecting, TLS, sending, the answer status"
     )
+    callback_concurrency: int = Field(
+        16, ge=1, le=1024, description="callback POSTs at once in the runner (jobs' and bucket routes' together)"
+    )
+    callback_held_max: int = Field(
+        1000,
+        ge=1,
+        le=100_000,
+        description="callbacks and job endings the runner holds in memory (sending, or waiting for their next try); "
+        "beyond, they wait in the store and are taken up as the held ones end",
+    )
     sweep_interval_s: float = Field(10.0, gt=0, le=3600, description="how often expired jobs are looked for")
     redirect_from_bytes: int | None = Field(
         None,

@@ -8,6 +8,10 @@ A job's work is the worker's, as for a bucket route: the same retries, the same 
 runner finds a job recorded whose input is still there) starts ``finish``: the signed callback until delivered or
 given up, then the input is deleted. The input stays until then, so a runner that restarts mid-callback finds the job
 on its first scan and calls back again: at least once.
+
+Endings are held by the runner's ``CallbackQueue`` (bounded: ``callback_concurrency`` POSTs at once,
+``callback_held_max`` endings in memory). An ending that finds it full stays in the store (input and state, as after a
+restart) and ``_refill`` takes it up, from a listing of the inputs, as soon as there is room.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from datetime import UTC, datetime
 
 from deployments.common.errors import Overloaded
 from serve_app.auth import KeyRing
-from serve_app.runner.background import Background
+from serve_app.runner.callback_queue import CallbackQueue, next_chunk
 from serve_app.runner.callbacks import Poster, callback_poster, deliver
 from serve_app.runner.jobs_config import JobsConfig, within
 from serve_app.runner.jobs_layout import JobRef, expiry_of, job_of_route, route_name
@@ -33,6 +37,8 @@ from serve_app.runner.worker import BucketWorker
 from storage.keys import safe_join
 
 logger = logging.getLogger(__name__)
+
+SOURCE = "jobs"  # the jobs' endings in the callback queue
 
 
 def job_routes(config: JobsConfig, store: JobStore, tasks: Iterable[str]) -> list[BucketRoute]:
@@ -61,15 +67,17 @@ class JobsRunner:
         keys: KeyRing,
         *,
         post: Poster | None = None,
+        queue: CallbackQueue | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self._keys = keys
         self._post = post or callback_poster(config)
+        # the runner's, shared with the bucket routes' callbacks
+        self._queue = queue if queue is not None else CallbackQueue.of(config)
         self._worker: BucketWorker | None = None
         self._open: set[JobRef] = set()  # accepted here and not yet ended: the queue max_queued bounds
-        self._finishing: set[JobRef] = set()
-        self._endings = Background("finishing a job")
+        self._finishing: set[JobRef] = set()  # ended, and held by the callback queue
 
     def attach(self, worker: BucketWorker) -> None:
         """The worker whose routing table holds ``job_routes`` (set again when the runner is reconfigured)."""
@@ -81,8 +89,8 @@ class JobsRunner:
 
     @property
     def settled(self) -> bool:
-        """No job waits for the worker or for its ending (callback, input deletion) here."""
-        return not self._open and not self._finishing
+        """No job waits for the worker or for its ending (callback, input deletion) here, or in the store for room."""
+        return not self._open and not self._finishing and not self._queue.waiting(SOURCE)
 
     # Admission ----------------------------------------------------------------------------------------------------
 
@@ -122,9 +130,31 @@ class JobsRunner:
             return
         task, ref = found
         self._open.discard(ref)
-        if ref not in self._finishing:
-            self._finishing.add(ref)
-            self._endings.spawn(self._finish(task, ref))
+        self._end(task, ref)
+
+    def _end(self, task: str, ref: JobRef) -> bool:
+        """Start the job's ending unless it is under way; False when the callback queue is full: the job waits in the
+        store (its input stays) and ``_refill`` offers it again."""
+        if ref in self._finishing:
+            return True
+        if not self._queue.hold(f"job {ref.key}", lambda: self._finish(task, ref), source=SOURCE, refill=self._refill):
+            return False
+        self._finishing.add(ref)
+        return True
+
+    async def _refill(self) -> None:
+        """Offer again the endings the queue had no room for: every job whose input is still in the store and which
+        has ended (a job still queued or running is the worker's), until the queue is full again."""
+        inputs = self.store.inputs()
+        while chunk := await next_chunk(inputs):
+            for task, ref in chunk:
+                if ref in self._finishing or ref in self._open:
+                    continue
+                view = await asyncio.to_thread(self.store.view, ref)
+                if view is not None and view.status in ("queued", "running"):
+                    continue
+                if not self._end(task, ref):
+                    return
 
     async def _finish(self, task: str, ref: JobRef) -> None:
         try:
@@ -169,6 +199,7 @@ class JobsRunner:
             deadline_s=finished_at.timestamp() + self.config.callback_retry_s,
             timeout_s=self.config.callback_timeout_s,
             post=self._post,
+            slots=self._queue.slots,
             on_attempt=note,
         )
         if not delivery.delivered:
@@ -193,8 +224,8 @@ class JobsRunner:
         return deleted
 
     async def drain(self) -> None:
-        """Wait for the endings in progress (tests)."""
-        await self._endings.drain()
+        """Wait for the endings in progress, and those taken up from the store meanwhile (tests)."""
+        await self._queue.drain()
 
 
 def callback_secret(keys: KeyRing, config: JobsConfig, owner: str) -> str | None:

@@ -28,14 +28,25 @@ KEYS = {"pk_a": {"id": "alice", "callback_secret": "alice-secret"}, "pk_b": {"id
 
 @dataclass
 class Receiver:
-    """Callbacks as the service would POST them (to the address it resolved and checked)."""
+    """Callbacks as the service would POST them (to the address it resolved and checked). With a ``gate``, each POST
+    waits for it to be set; ``in_flight`` and ``peak`` count the POSTs under way."""
 
     calls: list[tuple[Target, bytes, dict[str, str]]] = field(default_factory=list)
     status: int = 200
+    gate: asyncio.Event | None = None
+    in_flight: int = 0
+    peak: int = 0
 
     async def post(self, target: Target, body: bytes, headers: dict[str, str], timeout_s: float) -> int:
-        self.calls.append((target, body, headers))
-        return self.status
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            if self.gate is not None:
+                await self.gate.wait()
+            self.calls.append((target, body, headers))
+            return self.status
+        finally:
+            self.in_flight -= 1
 
 
 @dataclass
