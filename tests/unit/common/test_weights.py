@@ -185,3 +185,26 @@ def test_alternates_allow_any_use_but_are_fetched_only_when_named():
 def test_a_model_that_does_not_declare_commercial_use_is_not_a_default(tmp_path):
     manifest = load_manifest(_write_manifest(tmp_path, url=URL, sha256=None, size_bytes=None))
     assert manifest["toy"].commercial_use is False and default_models(manifest) == []
+
+
+def test_the_llm_repositories_are_listed_with_their_licence_but_never_pulled(tmp_path):
+    """The LLM deployment's models (configs/gpu-llm.yaml) are whole repositories vLLM fetches itself: in the
+    manifest for their licence and source, out of --default, and `pull` says how to put a copy in the store."""
+    from deployments.common.download import pull
+
+    manifest = load_manifest(REPO_ROOT / "configs" / "models.yaml")
+    llms = {name: spec for name, spec in manifest.items() if spec.task == "language_model"}
+    assert set(llms) == {"qwen3-vl-8b-instruct", "qwen3-vl-4b-instruct", "qwen3-vl-2b-instruct"}
+    for spec in llms.values():
+        assert spec.repo.startswith("Qwen/Qwen3-VL-") and spec.url == f"https://huggingface.co/{spec.repo}"
+        assert spec.license == "Apache-2.0" and spec.commercial_use
+    assert not set(llms) & set(default_models(manifest))
+    store = ModelStore(tmp_path, manifest)
+    assert store.status("qwen3-vl-2b-instruct").state is ModelState.MISSING
+    [outcome] = pull(store, ["qwen3-vl-2b-instruct"])
+    assert not outcome.ok and "huggingface-cli download Qwen/Qwen3-VL-2B-Instruct" in outcome.error.message
+    copy = store.local_path("qwen3-vl-2b-instruct")
+    copy.mkdir(parents=True)
+    (copy / "config.json").write_text("{}", encoding="utf-8")
+    assert store.status("qwen3-vl-2b-instruct").state is ModelState.UNPINNED
+    assert pull(store, ["qwen3-vl-2b-instruct"])[0].ok
