@@ -23,6 +23,7 @@ from serve_app.settings import Settings, get_settings
 if TYPE_CHECKING:  # types only: these packages read the app's state through this module
     from serve_app.auth.guard import Gate
     from serve_app.instructions import InstructionInterpreter, InstructionsConfig
+    from serve_app.llm import LlmClient
 
 
 class ServiceStarting(ServiceError):
@@ -37,6 +38,13 @@ def backend_of(request: Request) -> Backend:
     if backend is None:
         raise ServiceStarting("the service is starting: no backend is attached yet; retry in a few seconds")
     return backend
+
+
+def language_model_of(request: Request) -> LlmClient | None:
+    """The app's language model (the backend's: an endpoint or the LLM deployment); None without one, or before a
+    backend is attached."""
+    backend = getattr(request.app.state, "backend", None)
+    return None if backend is None else backend.llm
 
 
 def settings_of(request: Request) -> Settings:

@@ -9,12 +9,15 @@ how the call travels is the ``Transport``'s business: DeploymentHandles in Serve
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from deployments.common.batching import unwrap
 from deployments.common.errors import InvalidParameter
 from deployments.common.stage import StageCall, StageContext
 from deployments.common.weights import ModelSpec
+
+if TYPE_CHECKING:
+    from serve_app.llm import LlmClient
 
 ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
@@ -32,11 +35,13 @@ class Transport(Protocol):
 
 
 class Backend:
-    """The model stages one request may await, and what decides them (``context``: manifest, restorers)."""
+    """The model stages one request may await, and what decides them (``context``: manifest, restorers); ``llm``: the
+    app's language model (an OpenAI-compatible endpoint or the LLM deployment, ``serve_app.llm``), or None."""
 
-    def __init__(self, transport: Transport, context: StageContext) -> None:
+    def __init__(self, transport: Transport, context: StageContext, llm: LlmClient | None = None) -> None:
         self.transport = transport
         self.context = context
+        self.llm = llm
 
     @property
     def manifest(self) -> Mapping[str, ModelSpec]:

@@ -7,7 +7,7 @@ photo, awaited together) share forward passes. Imports no torch: records from th
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import ray
@@ -25,6 +25,7 @@ from deployments.restore.params import deployed_restorers
 from serve_app.auth.caller import caller_id
 from serve_app.backend import Backend, not_deployed
 from serve_app.health import HealthAggregator, ReplicaCount, ReplicaCounts, replica_counts_of
+from serve_app.llm import LLM_DEPLOYMENT, LlmClient, LlmFailure, LlmRoute, language_model
 from serve_app.runner.jobs_layout import JobRef
 
 logger = logging.getLogger(__name__)
@@ -94,12 +95,60 @@ def handle_backend(
     health_timeout_s: float = 2.0,
     reporter: str | None = None,
     watched: Mapping[str, DeploymentHandle] | None = None,
+    llm: LlmClient | None = None,
 ) -> Backend:
-    """The backend over ``stages`` (the rest: ``HandleTransport``)."""
+    """The backend over ``stages`` (the rest: ``HandleTransport``); ``llm``: the app's language model."""
     transport = HandleTransport(
         stages, replica_counts=replica_counts, health_timeout_s=health_timeout_s, reporter=reporter, watched=watched
     )
-    return Backend(transport, StageContext(manifest, deployed_restorers(manifest, stages)))
+    return Backend(transport, StageContext(manifest, deployed_restorers(manifest, stages)), llm)
+
+
+def app_language_model(route: LlmRoute | None, handle: DeploymentHandle | None) -> LlmClient | None:
+    """The client of the app's language model: the LLM deployment by ``handle``, or ``route``'s endpoint."""
+    return language_model(route or LlmRoute(), ServeChatTransport(handle) if handle is not None else None)
+
+
+class ServeChatTransport:
+    """Chat completions by the LLM deployment's handle (``ray.serve.llm``'s ``LLMServer.chat``: a stream whose one item
+    is the completion, or an error response). ``request_type``: how a body becomes its ``ChatCompletionRequest``
+    (imported from ``ray.serve.llm`` on first use: only GPU hosts with the ``.[llm]`` extra have it)."""
+
+    def __init__(self, handle: DeploymentHandle, request_type: Callable[..., Any] | None = None) -> None:
+        self.where = f"the {LLM_DEPLOYMENT} deployment"
+        self._handle = handle
+        self._request_type = request_type
+
+    async def complete(self, body: Mapping[str, Any], timeout_s: float) -> Mapping[str, Any]:
+        if self._request_type is None:
+            from ray.serve.llm.openai_api_models import ChatCompletionRequest
+
+            self._request_type = ChatCompletionRequest
+        try:
+            request = self._request_type(**body)
+        except Exception as exc:  # noqa: BLE001 (the request model's own validation, whatever its version raises)
+            raise LlmFailure(f"{self.where} takes no such request: {exc}") from None
+        stream = self._handle.options(stream=True).chat.remote(request)
+        try:
+            async for item in stream:
+                return _completion(item, self.where)
+        except LlmFailure:
+            raise
+        except Exception as exc:  # noqa: BLE001 (a lost replica, an engine error: the caller falls back)
+            raise LlmFailure(f"{self.where} failed: {type(exc).__name__}: {exc}") from None
+        raise LlmFailure(f"{self.where} answered nothing")
+
+
+def _completion(item: Any, where: str) -> Mapping[str, Any]:
+    """The chat completion of the stream's item, as OpenAI's JSON; an error response is an ``LlmFailure``."""
+    payload = item.model_dump() if hasattr(item, "model_dump") else item
+    if not isinstance(payload, Mapping):  # a streamed chunk list: we never ask for a stream
+        raise LlmFailure(f"{where} answered a {type(item).__name__}, not a chat completion")
+    if "choices" not in payload:
+        error = payload.get("error") or payload
+        message = error.get("message", error) if isinstance(error, Mapping) else error
+        raise LlmFailure(f"{where} answered an error: {message}")
+    return payload
 
 
 # A replica lost under a call (its node or process died): Serve replaces it, the caller may retry.

@@ -13,10 +13,11 @@ from ray.serve.handle import DeploymentHandle
 
 from serve_app.auth import AuthConfig, Gate, load_keys, warn_when_open
 from serve_app.auth.deployment import RayLimiter
-from serve_app.handles import BucketRunnerClient, ServeReplicaCounts, Stages, handle_backend
+from serve_app.handles import BucketRunnerClient, ServeReplicaCounts, Stages, app_language_model, handle_backend
 from serve_app.instructions import InstructionsConfig
 from serve_app.jobs import JOBS
 from serve_app.jobs_api import jobs_service
+from serve_app.llm import LlmRoute
 from serve_app.routes import create_api
 from serve_app.runner.jobs_config import JobsConfig
 from serve_app.runner.jobs_store import JobStore
@@ -36,6 +37,8 @@ class Ingress:
         instructions: InstructionsConfig | None = None,
         auth: AuthConfig | None = None,
         jobs: JobsConfig | None = None,
+        llm: DeploymentHandle | None = None,
+        llm_route: LlmRoute | None = None,
     ) -> None:
         self._instructions = instructions or InstructionsConfig()
         keys = load_keys(auth or AuthConfig())
@@ -52,6 +55,7 @@ class Ingress:
             health_timeout_s=self._settings.health_timeout_s,
             reporter="Ingress",
             watched={"BucketRunner": bucket_runner} if bucket_runner is not None else None,
+            llm=app_language_model(llm_route or LlmRoute(self._instructions.llm), llm),
         )
         self._event_sink = None
         if bucket_runner is not None:

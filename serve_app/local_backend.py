@@ -21,6 +21,7 @@ from deployments.restore.params import RESTORE_MODELS
 from deployments.restore.types import BACKGROUND_UPSCALER
 from serve_app.backend import Backend, not_deployed
 from serve_app.jobs.deadline import run_in_worker
+from serve_app.llm import LlmClient
 from serve_app.stages import bindings, stage_of
 
 logger = logging.getLogger(__name__)
@@ -74,7 +75,8 @@ def in_process_backend(
     *,
     restore_models: Sequence[str] = RESTORE_MODELS,
     options: Mapping[str, Mapping[str, Any]] = LOCAL_OPTIONS,
+    llm: LlmClient | None = None,
 ) -> Backend:
-    """Every stage in this process; ``restore_models`` in the order of preference."""
+    """Every stage in this process; ``restore_models`` in the order of preference; ``llm``: a language model."""
     context = StageContext(store.manifest, tuple(restore_models))
-    return Backend(InProcessTransport(store, context, options), context)
+    return Backend(InProcessTransport(store, context, options), context, llm)

@@ -27,7 +27,13 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from deployments.cartoon.styles import cartoon_styles
 from deployments.common.errors import InvalidParameter
 from deployments.common.weights import ModelSpec
-from serve_app.app_state import backend_of, instruction_interpreter_of, instructions_of, settings_of
+from serve_app.app_state import (
+    backend_of,
+    instruction_interpreter_of,
+    instructions_of,
+    language_model_of,
+    settings_of,
+)
 from serve_app.byte_caps import media_caps
 from serve_app.chat_messages import image_from_url, read_chat_request, text_and_image_url
 from serve_app.deadlines import within_request_timeout
@@ -62,7 +68,8 @@ CREATED = int(time.time())  # when this process started: the "created" of every 
 
 def _interpreter(request: Request, context: JobContext) -> InstructionInterpreter:
     """Built once per app from the Serve YAML's ``args.instructions``."""
-    return instruction_interpreter_of(request, lambda config: build_interpreter(config, context))
+    llm = language_model_of(request)
+    return instruction_interpreter_of(request, lambda config: build_interpreter(config, context, llm))
 
 
 # --- models ---------------------------------------------------------------------------------------------------------

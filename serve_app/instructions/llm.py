@@ -1,5 +1,6 @@
-"""The language-model interpreter: any OpenAI-compatible chat endpoint (vLLM, ``ray.serve.llm``) asked for one
-JSON object that must validate against the chosen job's own parameter model; the rules answer whenever it cannot.
+"""The language-model interpreter: the app's language model (``serve_app.llm``: an OpenAI-compatible endpoint, or the
+LLM deployment by handle) asked for one JSON object that must validate against the chosen job's own parameter model;
+the rules answer whenever it cannot.
 
 The JSON schema sent with the request is built from the same parameter models as the job routes (with the presets
 and styles this service has as ``enum``s), so a structured-output server (vLLM's guided decoding) can only produce
@@ -11,22 +12,18 @@ say why.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import http.client
 import json
 import logging
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
 from deployments.common.errors import InvalidParameter
-from serve_app.instructions.config import LlmOptions
 from serve_app.instructions.interface import Instruction, InstructionUnclear, JobHint, check_prompt
 from serve_app.instructions.rules import RuleInterpreter
 from serve_app.instructions.vocabulary import Vocabulary
 from serve_app.jobs import JobContext, parse_job_params
+from serve_app.llm import LlmClient, LlmFailure, LlmOptions
 from serve_app.registry import JOB_ENTRIES
 
 logger = logging.getLogger(__name__)
@@ -37,17 +34,15 @@ UNCLEAR = "unclear"
 _NOT_ASKED = ("return",)  # how the answer travels is the caller's choice, not the prompt's
 
 
-class LlmFailure(Exception):
-    """The model gave no usable answer; the message says why (it ends up in the answer's notes)."""
-
-
 class LlmInterpreter:
+    """``llm``: the client (or an endpoint's options, for a client over HTTP)."""
+
     name = INTERPRETER
 
     def __init__(
-        self, options: LlmOptions, rules: RuleInterpreter, vocabulary: Vocabulary, context: JobContext
+        self, llm: LlmClient | LlmOptions, rules: RuleInterpreter, vocabulary: Vocabulary, context: JobContext
     ) -> None:
-        self._options = options
+        self._llm = llm if isinstance(llm, LlmClient) else LlmClient.over_http(llm)
         self._rules = rules
         self._vocabulary = vocabulary
         self._context = context
@@ -55,12 +50,12 @@ class LlmInterpreter:
     async def interpret(self, prompt: str, hint: JobHint | None = None) -> Instruction:
         text = check_prompt(prompt)
         try:
-            answer = await asyncio.wait_for(asyncio.to_thread(self._ask, text, hint), self._options.timeout_s)
+            answer = await self._ask(text, hint)
             return self._instruction(answer, hint)
-        except (LlmFailure, TimeoutError) as exc:
-            reason = str(exc) or f"no answer within {self._options.timeout_s:g} s"
-        logger.warning("language model %s failed (%s): the rules answer", self._options.model, reason)
-        why = f"language model {self._options.model} failed ({reason}): answered by the rules"
+        except LlmFailure as exc:
+            reason = str(exc)
+        logger.warning("language model %s failed (%s): the rules answer", self._llm.model, reason)
+        why = f"language model {self._llm.model} failed ({reason}): answered by the rules"
         try:
             fallback = await self._rules.interpret(text, hint)
         except InstructionUnclear as exc:
@@ -131,52 +126,10 @@ class LlmInterpreter:
                 properties[name] = {"enum": values, "description": properties[name].get("description", name)}
         return {"type": "object", "properties": properties, "additionalProperties": False}
 
-    def _ask(self, prompt: str, hint: JobHint | None) -> Any:
-        """One chat completion (blocking; run in a worker thread), its message content parsed as JSON."""
-        options = self._options
-        schema = self.answer_schema(hint)
-        body: dict[str, Any] = {
-            "model": options.model,
-            "messages": [
-                {"role": "system", "content": self.system_prompt(hint)},
-                {"role": "user", "content": prompt},
-            ],
-            "temperature": 0,
-            "max_tokens": options.max_tokens,
-        }
-        if options.structured_output == "response_format":
-            body["response_format"] = {"type": "json_schema", "json_schema": {"name": "portrait_job", "schema": schema}}
-        elif options.structured_output == "guided_json":
-            body["guided_json"] = schema
-        else:
-            body["structured_outputs"] = {"json": schema}
-        headers = {"Content-Type": "application/json"}
-        if options.api_key is not None:
-            headers["Authorization"] = f"Bearer {options.api_key.get_secret_value()}"
-        request = urllib.request.Request(
-            f"{options.base_url}/chat/completions", data=json.dumps(body).encode("utf-8"), headers=headers
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=options.timeout_s) as reply:
-                payload = json.loads(reply.read())
-        except urllib.error.HTTPError as exc:
-            raise LlmFailure(f"HTTP {exc.code} from {options.base_url}") from None
-        except urllib.error.URLError as exc:
-            raise LlmFailure(f"{options.base_url} unreachable: {exc.reason}") from None
-        except TimeoutError:
-            raise LlmFailure(f"no answer within {options.timeout_s:g} s") from None
-        except (OSError, http.client.HTTPException) as exc:  # a reply cut short (IncompleteRead), a reset connection
-            raise LlmFailure(f"the reply from {options.base_url} broke off: {type(exc).__name__}") from None
-        except (ValueError, RecursionError):  # not JSON, not UTF-8, nested past the parser's depth
-            raise LlmFailure("the endpoint's reply is not JSON") from None
-        try:
-            content = payload["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            raise LlmFailure("the reply has no choices[0].message.content") from None
-        try:
-            return json.loads(content)
-        except (ValueError, TypeError, RecursionError):
-            raise LlmFailure(f"the model's answer is not JSON: {str(content)[:80]!r}") from None
+    async def _ask(self, prompt: str, hint: JobHint | None) -> Any:
+        """One chat completion, its message content parsed as JSON (``LlmFailure`` when there is none)."""
+        messages = [{"role": "system", "content": self.system_prompt(hint)}, {"role": "user", "content": prompt}]
+        return await self._llm.ask_json(messages, self.answer_schema(hint), schema_name="portrait_job")
 
     def _instruction(self, answer: Any, hint: JobHint | None) -> Instruction:
         if not isinstance(answer, Mapping) or not isinstance(answer.get("task"), str):
@@ -196,9 +149,7 @@ class LlmInterpreter:
             validated = parse_job_params(task, fields, self._context)
         except InvalidParameter as exc:
             raise LlmFailure(f"the model's params are invalid: {exc.message}") from None
-        return Instruction(
-            task=task, params=validated, interpreter=INTERPRETER, notes=(f"read by {self._options.model}",)
-        )
+        return Instruction(task=task, params=validated, interpreter=INTERPRETER, notes=(f"read by {self._llm.model}",))
 
     def _asked(self, task: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Leave out what a model fills in without being asked: values equal to the default, nulls, ``return``."""

@@ -29,12 +29,14 @@ from pydantic import ValidationError
 from ray import serve
 from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError
+from ray.serve.handle import DeploymentHandle
 
 from deployments.common.deployment import record_event_lag, record_retention_deleted
 from deployments.common.errors import InvalidParameter, ServiceError
 from serve_app.auth import AuthConfig, load_keys
-from serve_app.handles import Stages, handle_backend
+from serve_app.handles import Stages, app_language_model, handle_backend
 from serve_app.jobs import JOBS, job_context
+from serve_app.llm import LlmRoute
 from serve_app.runner.callback_queue import CallbackQueue
 from serve_app.runner.config import RunnerConfig
 from serve_app.runner.folders import buckets_root, require_input_folders
@@ -80,9 +82,17 @@ def _observe_outcome(outcome: ObjectOutcome) -> None:
 
 @serve.deployment(name="BucketRunner", num_replicas=1)
 class BucketRunner:
-    def __init__(self, stages: Stages, jobs: JobsConfig | None = None, auth: AuthConfig | None = None) -> None:
+    def __init__(
+        self,
+        stages: Stages,
+        jobs: JobsConfig | None = None,
+        auth: AuthConfig | None = None,
+        llm: DeploymentHandle | None = None,
+        llm_route: LlmRoute | None = None,
+    ) -> None:
         settings = get_settings()
-        self._backend = handle_backend(stages, settings.open_model_store().manifest)
+        language_model = app_language_model(llm_route, llm)
+        self._backend = handle_backend(stages, settings.open_model_store().manifest, llm=language_model)
         self._context = job_context(settings)
         self._buckets_root = settings.buckets_root
         self._config = RunnerConfig()

@@ -49,7 +49,7 @@ def test_the_request_carries_the_prompt_and_a_schema_from_the_params_models(job_
     schema = body["response_format"]["json_schema"]["schema"]
     branches = {branch["properties"]["task"]["const"]: branch for branch in schema["anyOf"]}
     assert set(branches) == {*JOB_NAMES, "unclear"}  # the ID photo's steps too (idphoto-matte...)
-    assert set(branches["idphoto-matte"]["properties"]["params"]["properties"]) == {"matting"}
+    assert set(branches["idphoto-matte"]["properties"]["params"]["properties"]) == {"matting", "dpi"}
     assert "Choose a step (idphoto-matte, idphoto-crop" in body["messages"][0]["content"]
     idphoto = branches["idphoto"]["properties"]["params"]["properties"]
     assert "cn-1inch" in idphoto["spec"]["enum"] and "us-passport" in idphoto["spec"]["enum"]
@@ -160,9 +160,17 @@ def test_the_route_uses_the_interpreter_the_serve_config_names(api, fake_llm):
     }
 
 
-def test_the_llm_interpreter_needs_its_endpoint_in_the_config():
+def test_the_llm_interpreter_needs_an_endpoint_or_the_llm_deployment():
+    """``interpreter: llm`` alone is valid here: the app's args say where the model is (``AppArgs`` checks)."""
+    from serve_app.app import AppArgs
+
     with pytest.raises(ValueError, match="needs an llm section"):
-        InstructionsConfig(interpreter="llm")
+        AppArgs.model_validate({"instructions": {"interpreter": "llm"}})
+    assert AppArgs.model_validate({"instructions": {"interpreter": "llm"}, "llm": {}}).llm_route.deployment is not None
+    with pytest.raises(ValueError, match="one language model per app"):
+        AppArgs.model_validate(
+            {"instructions": {"llm": {"base_url": "http://127.0.0.1:1/v1", "model": "m"}}, "llm": {}}
+        )
     with pytest.raises(ValueError, match="http"):
         LlmOptions(base_url="127.0.0.1:8001", model="m")
 
@@ -174,7 +182,6 @@ def test_a_config_that_still_names_the_interpreter_engine_loads_the_same():
     old = InstructionsConfig.model_validate({"engine": "llm", "llm": llm})
     assert old == InstructionsConfig.model_validate({"interpreter": "llm", "llm": llm})
     assert old.interpreter == "llm" and InstructionsConfig.model_validate({"engine": "rules"}).interpreter == "rules"
-    with pytest.raises(ValueError, match="needs an llm section"):
-        InstructionsConfig.model_validate({"engine": "llm"})
+    assert InstructionsConfig.model_validate({"engine": "llm"}).interpreter == "llm"  # the model: AppArgs
     with pytest.raises(ValueError, match="write interpreter only"):
         InstructionsConfig.model_validate({"engine": "llm", "interpreter": "rules", "llm": llm})
