@@ -63,6 +63,19 @@ class Settings(ModelSettings):
     video_chunk_frames: int = Field(16, ge=1, le=256, description="frames decoded, processed and stored together")
     video_frames_in_flight: int = Field(8, ge=1, le=64, description="frames of one video awaited at once")
     video_detect_every: int = Field(1, ge=1, le=30, description="detect faces on every k-th frame; track between")
+    compliance_idphoto: bool = Field(
+        True,
+        description="the compliance gate checks ID photos (the idphoto job, its matte and crop steps, Hivision's "
+        "/idphoto); generative jobs are always checked",
+    )
+    compliance_llm: bool = Field(
+        True,
+        description="the compliance gate asks the app's language model (args.llm or args.instructions.llm) for its "
+        "verdict; off: the detector's rules only (an endpoint whose model reads no images)",
+    )
+    compliance_llm_timeout_s: float = Field(
+        10.0, gt=0, le=120, description="past this the compliance gate's rules answer without the language model"
+    )
     events_token: SecretStr | None = Field(
         None,
         description="bearer token POST /v1/events/s3 requires; unset, the ingress starts the webhook on loopback only",

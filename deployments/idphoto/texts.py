@@ -52,6 +52,63 @@ TEXTS: dict[str, dict[Lang, str]] = {
         "en": "Use a photo with exactly {needed} face(s) looking at the camera.",
         "zh": "请使用恰好有 {needed} 张正对镜头人脸的照片。",
     },
+    # The compliance gate's refusals (deployments/compliance/verdict.py): ``refused_<code>`` and ``advice_<code>``.
+    "refused_explicit_content": {"en": "the photo shows nudity", "zh": "照片含有裸露内容"},
+    "advice_explicit_content": {"en": "Use a photo of the person fully clothed.", "zh": "请使用衣着完整的照片。"},
+    "refused_not_a_photo": {
+        "en": "this is not a real photograph (a drawing, painting, render or generated image)",
+        "zh": "这不是真实拍摄的照片（绘画、渲染图或生成的图像）",
+    },
+    "advice_not_a_photo": {
+        "en": "Use a photo of the person taken with a camera.",
+        "zh": "请使用相机直接拍摄的本人照片。",
+    },
+    "refused_photo_of_screen": {
+        "en": "this is a photo of a screen or of a printed photo",
+        "zh": "这是翻拍屏幕或纸质照片得到的图像",
+    },
+    "advice_photo_of_screen": {
+        "en": "Photograph the person directly, not a screen or a print.",
+        "zh": "请直接拍摄本人，不要翻拍屏幕或纸质照片。",
+    },
+    "refused_not_a_person": {
+        "en": "the photo does not show a living person (a statue, mannequin, doll, mask or animal)",
+        "zh": "照片中不是真人（雕像、人体模型、玩偶、面具或动物）",
+    },
+    "advice_not_a_person": {"en": "Use a photo of a real, living person.", "zh": "请使用真人照片。"},
+    "refused_face_count": {
+        "en": "{count} faces found; this needs exactly one",
+        "zh": "检测到 {count} 张人脸；此处需要恰好一张",
+    },
+    "refused_eyes_not_visible": {
+        "en": "the eyes are not both open and visible",
+        "zh": "双眼没有都睁开且清晰可见",
+    },
+    "advice_eyes_not_visible": {
+        "en": "Look at the camera with both eyes open and nothing over them (hair, a hat, hands).",
+        "zh": "请睁开双眼正视镜头，不要让头发、帽子或手遮挡眼睛。",
+    },
+    "refused_sunglasses": {
+        "en": "the person wears sunglasses or tinted glasses",
+        "zh": "佩戴了墨镜或有色眼镜",
+    },
+    "advice_sunglasses": {"en": "Take off sunglasses or tinted glasses.", "zh": "请摘下墨镜或有色眼镜。"},
+    "refused_face_covered": {
+        "en": "the face is covered (a mask, scarf, hand or hair)",
+        "zh": "面部被遮挡（口罩、围巾、手或头发）",
+    },
+    "advice_face_covered": {
+        "en": "Show the whole face, from the hairline to the chin.",
+        "zh": "请露出从发际线到下巴的整个面部。",
+    },
+    "refused_minor": {
+        "en": "the person appears to be under 18: generative edits are not made of minors",
+        "zh": "照片中的人看起来未满 18 岁：不对未成年人进行生成式编辑",
+    },
+    "advice_minor": {
+        "en": "Generative edits need a photo of an adult.",
+        "zh": "生成式编辑只接受成年人的照片。",
+    },
     "note_rotated": {"en": "eye line levelled (was {deg} deg)", "zh": "已将双眼连线调平（原倾斜 {deg} 度）"},
     "note_upsampled": {
         "en": "upsampled x{scale}: the source has fewer pixels than the output needs",

@@ -32,15 +32,26 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class CompliancePolicy:
+    """Which jobs the compliance gate checks (``serve_app/jobs/compliance.py``; generative ones always), and whether
+    and how long it asks the app's language model."""
+
+    idphoto: bool = True
+    llm: bool = True
+    llm_timeout_s: float = 10.0
+
+
+@dataclass(frozen=True)
 class JobContext:
     """Input limits, the model manifest, the ID-photo standards and the cartoon styles: the same for every job of a
-    process (read from their files once)."""
+    process (read from their files once); what the compliance gate checks."""
 
     limits: Limits
     manifest: Mapping[str, ModelSpec]
     id_specs: Mapping[str, IdSpec]
     cartoon_styles: tuple[str, ...]
     video: VideoSettings
+    compliance: CompliancePolicy = CompliancePolicy()
 
     def media_caps(self) -> MediaCaps:
         """The byte caps of the asynchronous paths, which take photos and videos."""
@@ -75,6 +86,11 @@ def job_context(settings: Settings) -> JobContext:
                 frames_in_flight=settings.video_frames_in_flight,
                 tracking=TrackingOptions(detect_every=settings.video_detect_every),
             ),
+        ),
+        compliance=CompliancePolicy(
+            idphoto=settings.compliance_idphoto,
+            llm=settings.compliance_llm,
+            llm_timeout_s=settings.compliance_llm_timeout_s,
         ),
     )
 

@@ -17,6 +17,7 @@ from deployments.idphoto.matte import SEGMENT_PORTRAIT, PhotoToMatte, matte_engi
 from deployments.idphoto.params import IdPhotoParams, parse_params
 from deployments.idphoto.pipeline import make_id_photo, source_min_side_px
 from serve_app.backend import Backend
+from serve_app.jobs.compliance import require_compliant
 from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.deadline import run_in_worker
 from serve_app.jobs.results import JobResult, build_meta, engine_summary
@@ -32,6 +33,8 @@ async def run(backend: Backend, data: bytes, params: IdPhotoParams, context: Job
     spec = params.resolve_spec(context.id_specs)
     with timings.phase("decode"):
         source = await decode_upload(data, context.limits, PHOTO_STAGE_INPUT, min_side_px=source_min_side_px(spec))
+    with timings.phase("compliance"):  # before any model stage sees the photo (422 input_refused)
+        await require_compliant(backend, source.rgb, "idphoto", context, lang=params.lang)
     with timings.phase("analyze+segment"):
         faces, low_matte = await asyncio.gather(
             backend.call(ANALYZE_FACES, source.rgb),

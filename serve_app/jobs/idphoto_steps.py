@@ -35,6 +35,7 @@ from deployments.idphoto.step_params import STEP_PARAMS
 from deployments.idphoto.steps import cut_out, fit_to, matte_of_cut_out, on_white, put_background
 from deployments.idphoto.watermark import draw_watermark
 from serve_app.backend import Backend
+from serve_app.jobs.compliance import require_compliant
 from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.deadline import run_in_worker
 from serve_app.jobs.results import JobResult, build_meta, engine_summary
@@ -62,6 +63,7 @@ class Step:
     work: StepRun
     needs_alpha: bool = False
     matting: bool = False  # runs the matter (its engine is reported)
+    gated: bool = False  # takes a person's whole photo: the compliance gate checks it first
 
     @property
     def params_model(self) -> type[JobParams]:
@@ -87,6 +89,9 @@ class Step:
             source = await decode_upload(data, context.limits, PHOTO_STAGE_INPUT)
         if self.needs_alpha and source.alpha is None:
             raise InvalidParameter(f"the {self.name} step needs a transparent image (the output of /v1/idphoto/matte)")
+        if self.gated:
+            with timings.phase("compliance"):
+                await require_compliant(backend, _opaque(source), "idphoto", context, lang=full.lang)
         with timings.phase(self.name):
             result = await self.work(backend, source, full, context)
         engines = [matte_engine_info(backend.manifest, full.matting)] if self.matting else []
@@ -209,8 +214,8 @@ async def _encoded(rgb: np.ndarray, dpi: float, params: IdPhotoParams) -> StepRe
 STEPS: dict[str, Step] = {
     step.name: step
     for step in (
-        Step("matte", _matte, matting=True),
-        Step("crop", _crop, needs_alpha=True),
+        Step("matte", _matte, matting=True, gated=True),
+        Step("crop", _crop, needs_alpha=True, gated=True),
         Step("background", _background, needs_alpha=True),
         Step("watermark", _watermark),
         Step("layout", _layout),
