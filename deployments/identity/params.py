@@ -11,10 +11,12 @@ MAX_REFERENCE_B64_CHARS = 16 * 1024 * 1024
 
 
 class IdentityParams(JobParams):
-    reference_b64: str = Field(
+    reference_b64: str | None = Field(
+        None,
         min_length=1,
         max_length=MAX_REFERENCE_B64_CHARS,
-        description="the photo to compare with, base64 (a data: URL too), as a text field or in the JSON body",
+        description="the photo to compare with, base64 (a data: URL too), as a text field or in the JSON body; "
+        "required (optional here only so a bucket route's defaults may leave it to each object)",
     )
     face: int | None = Field(None, ge=0, le=63, description="which face of the image (0 = largest; default largest)")
     reference_face: int | None = Field(

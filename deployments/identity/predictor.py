@@ -3,10 +3,11 @@ store, dlib's ResNet (a built-in) otherwise. Each aligns a face as its model was
 
 - SFace: ``FaceRecognizerSF.alignCrop`` (the 112² ArcFace crop) on the YuNet-shaped row built from the landmarks (the
   same order: image-left eye first), then ``feature``; OpenCV Zoo's ``sface.py`` calls exactly these.
-- dlib: its 5-point shape predictor inside a box around the landmarks, then ``compute_face_descriptor`` (its 150²
-  chip, padding 0.25, no jitter): the path of dlib's own ``face_recognition.py`` example.
+- dlib: its 5-point shape predictor inside a box around the landmarks and its 150² chip (padding 0.25), as dlib's
+  ``compute_face_descriptor`` cuts it; the network runs in our PyTorch port (``dlib_resnet.py``, equal to dlib's own
+  to 5e-7 and ~10x faster on a CPU), a batch's chips in one pass.
 
-Interpreters keep working buffers, so each worker thread gets its own (as ``TfliteModel`` does).
+OpenCV's recognizer keeps working buffers, so each worker thread gets its own (as ``TfliteModel`` does).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter
 from deployments.common.image import PROBE_IMAGE, require_image
 from deployments.common.weights import ModelStore
+from deployments.identity.dlib_resnet import descriptors, face_chips, load_dlib_resnet
 from deployments.identity.types import FaceEmbedding, FaceToJudge, Judge
 
 SFACE, DLIB, DLIB_SHAPE = "sface", "dlib-face-recognition", "dlib-shape-5"
@@ -37,7 +39,7 @@ DLIB_THRESHOLD = 0.70
 # The box the shape predictor searches, in eye-to-mouth distances either side of the face's centre (dlib's frontal
 # detector boxes are about this size).
 DLIB_BOX_HALF = 1.6
-DLIB_CHIP_PX, DLIB_CHIP_PADDING = 150, 0.25  # dlib's face_recognition.py: get_face_chip(image, shape, 150, 0.25)
+GRAY_WEIGHTS = np.array([0.299, 0.587, 0.114])  # ITU-R BT.601 luma, as OpenCV's RGB2GRAY
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,11 @@ class IdentityPredictor:
         info = EngineInfo.from_weights(store.status(names[0]))
         self.judge = Judge("sface", SFACE_THRESHOLD, info) if use_sface else Judge("dlib", DLIB_THRESHOLD, info)
         self._local = threading.local()
+        if not use_sface:
+            import dlib
+
+            self._dlib_network = load_dlib_resnet(self._paths[0])
+            self._shape_predictor = dlib.shape_predictor(self._paths[1])
 
     def admit(self, face: FaceToJudge) -> None:
         """The image contract, the face-crop cap, and five finite landmarks."""
@@ -70,8 +77,8 @@ class IdentityPredictor:
             raise InvalidParameter(f"a face to judge needs five (x, y) landmarks, got shape {landmarks.shape}")
 
     def embed(self, faces: Sequence[FaceToJudge]) -> list[FaceEmbedding]:
-        embed_one = self._sface if self.judge.name == "sface" else self._dlib
-        return [FaceEmbedding(embed_one(face).astype(np.float32), self.judge) for face in faces]
+        vectors = [self._sface(face) for face in faces] if self.judge.name == "sface" else self._dlib(faces)
+        return [FaceEmbedding(np.asarray(vector, np.float32), self.judge) for vector in vectors]
 
     def probe(self) -> None:
         self.embed([FaceToJudge(PROBE_IMAGE, np.array([[22, 26], [42, 26], [32, 36], [24, 46], [40, 46]], float))])
@@ -94,19 +101,21 @@ class IdentityPredictor:
         aligned = self._local.sface.alignCrop(bgr, row)
         return self._local.sface.feature(aligned)[0]
 
-    def _dlib(self, face: FaceToJudge) -> np.ndarray:
+    def _dlib(self, faces: Sequence[FaceToJudge]) -> np.ndarray:
+        """The mean descriptor of each face's chip and its mirror image, both in grayscale (``DLIB_THRESHOLD``)."""
+        chips = np.concatenate([self._dlib_chip(face) for face in faces])
+        gray = np.repeat(np.dot(chips, GRAY_WEIGHTS).round().clip(0, 255).astype(np.uint8)[..., None], 3, axis=3)
+        both = np.concatenate([gray, gray[:, :, ::-1]])
+        found = descriptors(self._dlib_network, both)
+        return (found[: len(faces)] + found[len(faces) :]) / 2
+
+    def _dlib_chip(self, face: FaceToJudge) -> np.ndarray:
         import dlib
 
-        if not hasattr(self._local, "dlib"):
-            self._local.dlib = (dlib.face_recognition_model_v1(self._paths[0]), dlib.shape_predictor(self._paths[1]))
-        recognizer, shape_predictor = self._local.dlib
         landmarks = np.asarray(face.landmarks, float)
         eyes, mouth = landmarks[:2].mean(axis=0), landmarks[3:].mean(axis=0)
         centre, half = (eyes + mouth) / 2, DLIB_BOX_HALF * max(float(np.linalg.norm(mouth - eyes)), 1.0)
         corners = (centre[0] - half, centre[1] - half, centre[0] + half, centre[1] + half)
         image = np.ascontiguousarray(face.image)
-        shape = shape_predictor(image, dlib.rectangle(*(int(round(v)) for v in corners)))
-        chip = dlib.get_face_chip(image, shape, size=DLIB_CHIP_PX, padding=DLIB_CHIP_PADDING)
-        gray = np.repeat(cv2.cvtColor(chip, cv2.COLOR_RGB2GRAY)[:, :, None], 3, axis=2)
-        chips = [np.ascontiguousarray(gray), np.ascontiguousarray(gray[:, ::-1])]
-        return np.mean([np.asarray(d) for d in recognizer.compute_face_descriptor(chips, 0)], axis=0)
+        shape = self._shape_predictor(image, dlib.rectangle(*(int(round(v)) for v in corners)))
+        return face_chips(image, [shape])

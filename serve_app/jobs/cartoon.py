@@ -38,7 +38,8 @@ async def run(backend: Backend, data: bytes, params: CartoonParams, context: Job
         source = await decode_upload(data, context.limits, CARTOON_OUTPUT)
     cartoon = await cartoonize(backend, source.rgb, params, timings)
     with timings.phase("identity"):  # reported, never gated: a cartoon is not a likeness
-        identities = await report_identities(backend, cartoon.heads, min_identity=None)
+        heads, cartoons = [before for before, _ in cartoon.heads], [after for _, after in cartoon.heads]
+        identities = await report_identities(backend, heads, cartoons, min_identity=None)
     return await encode_job_result(
         params,
         source,

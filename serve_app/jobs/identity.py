@@ -22,7 +22,7 @@ from deployments.common.params import parse_params
 from deployments.faces.align import AlignTemplate, get_template
 from deployments.faces.types import ANALYZE_FACES, Face
 from deployments.identity.params import IdentityParams
-from deployments.identity.types import EMBED_FACE, FaceToJudge, Identity
+from deployments.identity.types import EMBED_FACE, FaceEmbedding, FaceToJudge, Identity
 from deployments.identity.verdict import compare
 from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Timings, decode_base64, decode_upload
@@ -52,9 +52,16 @@ def photo_face(rgb: np.ndarray, face: Face) -> FaceToJudge:
     return FaceToJudge(region, np.asarray(face.landmarks, float) - (left, top))
 
 
+def embed_faces(backend: Backend, faces: Sequence[FaceToJudge]) -> asyncio.Future[list[FaceEmbedding]]:
+    """The faces' embeddings, asked now: a job embeds the faces before it changes them while it changes them."""
+    embedding = asyncio.ensure_future(asyncio.gather(*(backend.call(EMBED_FACE, face) for face in faces)))
+    embedding.add_done_callback(lambda done: done.cancelled() or done.exception())  # read, whoever awaits it
+    return embedding
+
+
 async def judge_pairs(backend: Backend, pairs: Sequence[FacePair]) -> list[Identity]:
-    embeddings = await asyncio.gather(*(backend.call(EMBED_FACE, face) for pair in pairs for face in pair))
-    return [compare(embeddings[2 * index], embeddings[2 * index + 1]) for index in range(len(pairs))]
+    before, after = embed_faces(backend, [a for a, _ in pairs]), embed_faces(backend, [b for _, b in pairs])
+    return [compare(a, b) for a, b in zip(await before, await after)]
 
 
 class IdentityReport:
@@ -89,12 +96,19 @@ class IdentityReport:
                 )
 
 
-async def report_identities(backend: Backend, pairs: Sequence[FacePair], min_identity: float | None) -> IdentityReport:
-    """Each pair judged; without a judge, a report that says why (or, with ``min_identity``, the judge's error)."""
-    if not pairs:
+async def report_identities(
+    backend: Backend,
+    before: Sequence[FaceToJudge] | asyncio.Future[list[FaceEmbedding]],
+    after: Sequence[FaceToJudge],
+    min_identity: float | None,
+) -> IdentityReport:
+    """Each face before (or their embeddings, asked earlier: ``embed_faces``) against the same face after; without
+    a judge, a report that says why (or, with ``min_identity``, the judge's error)."""
+    if not after:
         return IdentityReport([])
     try:
-        report = IdentityReport(await judge_pairs(backend, pairs))
+        embedded = before if isinstance(before, asyncio.Future) else embed_faces(backend, before)
+        report = IdentityReport([compare(a, b) for a, b in zip(await embedded, await embed_faces(backend, after))])
     except ServiceError as exc:
         if min_identity is not None:
             raise
@@ -113,6 +127,8 @@ def parse(fields: Mapping[str, Any], context: JobContext) -> IdentityParams:
 
 async def run(backend: Backend, data: bytes, params: IdentityParams, context: JobContext) -> JobResult:
     """Is the person in ``data`` the one in the reference: each photo's chosen face, embedded by the judge."""
+    if params.reference_b64 is None:
+        raise InvalidParameter("the identity job compares two photos: send the other as reference_b64")
     timings = Timings()
     with timings.phase("decode"):
         reference_bytes = await decode_base64(params.reference_b64, "reference_b64")

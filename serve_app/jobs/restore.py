@@ -23,6 +23,7 @@ from deployments.common.params import parse_params
 from deployments.common.upscale import upscale_image
 from deployments.faces.align import AlignedFace, HasLandmarks, align_all
 from deployments.faces.types import ANALYZE_FACES
+from deployments.identity.types import FaceEmbedding
 from deployments.restore.gray import is_gray
 from deployments.restore.params import RestoreParams, restore_template, restorer_deployment
 from deployments.restore.pipeline import composite, select_faces, upscale_tiled
@@ -40,7 +41,7 @@ from serve_app.backend import Backend
 from serve_app.jobs.colorize import colorize_photo
 from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.deadline import run_in_worker
-from serve_app.jobs.identity import report_identities, template_face
+from serve_app.jobs.identity import embed_faces, report_identities, template_face
 from serve_app.jobs.results import JobResult, encode_job_result, png_b64
 
 
@@ -69,11 +70,10 @@ async def run(backend: Backend, data: bytes, params: RestoreParams, context: Job
     with timings.phase("analyze"):  # is the photo black and white? (CodeFormer then keeps its faces gray)
         faces, gray = await asyncio.gather(backend.call(ANALYZE_FACES, source.rgb), run_in_worker(is_gray, source.rgb))
     chosen = select_faces(faces, source.width, source.height, params)
-    restored = await restore_faces(backend, source.rgb, chosen, params, model, gray, timings)
-    with timings.phase("identity"):
-        template = restore_template(backend.manifest, model)
-        pairs = [(template_face(a.crop, template), template_face(r.crop, template)) for a, r in restored.pairs()]
-        identities = await report_identities(backend, pairs, params.min_identity)
+    restored = await restore_faces(backend, source.rgb, chosen, params, model, gray, timings, judge=True)
+    with timings.phase("identity"):  # the faces before were embedded while they were restored
+        after = [template_face(face.crop, restored.template) for face in restored.faces]
+        identities = await report_identities(backend, restored.judged, after, params.min_identity)
     result, colorizer, colorize_report = await colorize_if_asked(backend, source.rgb, restored.rgb, params, timings)
     attachments = {}
     if params.return_ == "json":
@@ -106,6 +106,8 @@ class RestoredPhoto:
     aligned: list[AlignedFace]
     faces: list[RestoredFace]
     engines: list[EngineInfo]
+    template: str  # the alignment template of the crops
+    judged: asyncio.Future[list[FaceEmbedding]] | None  # the aligned faces' embeddings, when asked
 
     def pairs(self) -> list[tuple[AlignedFace, RestoredFace]]:
         """Each face's aligned input crop and its restored crop (one template, one size)."""
@@ -121,11 +123,15 @@ async def restore_faces(
     gray: bool,
     timings: Timings,
     opacities: Sequence[float] | None = None,
+    *,
+    judge: bool = False,
 ) -> RestoredPhoto:
     """Align, restore (batched across requests) and paste back ``faces`` of ``rgb``, the background upscaled
     meanwhile: a photo's faces, or a video frame's tracked ones (``opacities``: their fade)."""
+    template = restore_template(backend.manifest, model)
     with timings.phase("align"):
-        aligned = await run_in_worker(align_all, rgb, faces, restore_template(backend.manifest, model))
+        aligned = await run_in_worker(align_all, rgb, faces, template)
+    judged = embed_faces(backend, [template_face(face.crop, template) for face in aligned]) if judge else None
     restorer = RESTORE_FACE.at(restorer_of(backend, model))
     with timings.phase("restore"):  # the background upscale runs meanwhile
         restored, (base, background) = await asyncio.gather(
@@ -137,7 +143,7 @@ async def restore_faces(
     with timings.phase("paste"):
         result = await run_in_worker(composite, base, aligned, restored, params, opacities)
     engines = [face.engine for face in restored] + ([background] if background else [])
-    return RestoredPhoto(result, aligned, list(restored), engines)
+    return RestoredPhoto(result, aligned, list(restored), engines, template, judged)
 
 
 def restorer_of(backend: Backend, model: str) -> str:

@@ -21,8 +21,8 @@ async def list_tasks() -> dict:
     """Every job (the registry): its synchronous route, its names in English and Chinese (what the web page shows),
     whether it takes a video (``frames``: frame by frame through ``POST /v1/jobs`` or a bucket route, into
     ``video/mp4``), the whole job it is a step of (``step_of``: ``idphoto-matte`` of ``idphoto``; null for a whole
-    job), whether the page offers it (``on_page``) and the values of its ``model`` option in the order of preference (``models``), each with the options only
-    it reads (``options``: CodeFormer's ``fidelity``)."""
+    job), whether the page offers it (``on_page``) and the values of its ``model`` option in the order of preference
+    (``models``), each with the options only it reads (``options``: CodeFormer's ``fidelity``)."""
     return {
         "tasks": [
             {
