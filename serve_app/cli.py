@@ -273,7 +273,10 @@ def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
     entry = {name: value for name, value in entry.items() if value is not None}
     ApiKeyIn.model_validate(entry)  # the entry the service will read: refused here, not at deploy time
     print(f"key (shown once; give it to {args.id}): {key}")
-    print("entry for args.auth.keys (or args.auth.keys_file):")
+    if args.callback_secret:  # a secret: never in the Serve arguments, which Ray logs
+        print("entry for args.auth.keys_file (a mounted secret; not args.auth.keys, which Ray logs):")
+    else:
+        print("entry for args.auth.keys (or args.auth.keys_file):")
     print(yaml.safe_dump([entry], sort_keys=False, allow_unicode=True).rstrip())
     return 0
 

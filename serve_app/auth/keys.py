@@ -8,14 +8,15 @@ import hashlib
 import math
 import secrets
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from deployments.common.errors import InvalidParameter
+from serve_app.secret_sources import ENV_NAME_PATTERN, read_secret, warn_inline
 
 KEY_PREFIX = "pk_"
 ANONYMOUS = "anonymous"  # the owner of jobs and the metric label when no keys are configured
@@ -33,7 +34,23 @@ class ApiKeyIn(BaseModel):
     burst: int | None = Field(None, ge=1, description="requests allowed at once (default: ceil(rate_per_s))")
     daily_quota: int | None = Field(None, ge=0, description="jobs per UTC day (POSTs that submit work)")
     tasks: tuple[str, ...] | None = Field(None, description="jobs the key may run (absent: every job)")
-    callback_secret: SecretStr | None = Field(None, description="signs this key's job callbacks")
+    callback_secret: SecretStr | None = Field(
+        None, description="signs this key's job callbacks (in keys_file; inline in args.auth.keys Ray logs it)"
+    )
+    callback_secret_env: str | None = Field(
+        None, pattern=ENV_NAME_PATTERN, description="the environment variable holding this key's callback secret"
+    )
+    callback_secret_file: str | None = Field(None, description="a file holding this key's callback secret")
+
+    def signing_secret(self) -> SecretStr | None:
+        """This key's callback secret from where it is given (one place), read now, in this process."""
+        return read_secret(
+            f"the callback secret of key {self.id!r}",
+            inline=self.callback_secret,
+            env=self.callback_secret_env,
+            env_required=True,
+            file=self.callback_secret_file,
+        )
 
 
 class AuthConfig(BaseModel):
@@ -43,6 +60,16 @@ class AuthConfig(BaseModel):
 
     keys: tuple[ApiKeyIn, ...] = ()
     keys_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _warn_inline_secrets(self) -> AuthConfig:
+        inline = [key.id for key in self.keys if key.callback_secret is not None]
+        if inline:
+            warn_inline(
+                f"the callback_secret of args.auth.keys {inline}",
+                "callback_secret_env or callback_secret_file, or the key's entry in args.auth.keys_file",
+            )
+        return self
 
 
 @dataclass(frozen=True)
@@ -54,7 +81,7 @@ class ApiKey:
     burst: int | None = None
     daily_quota: int | None = None
     tasks: frozenset[str] | None = None
-    callback_secret: str | None = None
+    callback_secret: SecretStr | None = field(default=None, repr=False)
 
     @property
     def bucket_size(self) -> float:
@@ -81,7 +108,7 @@ class KeyRing:
                 burst=spec.burst,
                 daily_quota=spec.daily_quota,
                 tasks=frozenset(spec.tasks) if spec.tasks is not None else None,
-                callback_secret=spec.callback_secret.get_secret_value() if spec.callback_secret else None,
+                callback_secret=spec.signing_secret(),
             )
 
     def __len__(self) -> int:

@@ -52,8 +52,10 @@ async def submit_job(request: Request) -> JSONResponse:
         await asyncio.to_thread(check_media, job.task, job.body.content, context)  # 413/415 now, not a failed job
         if job.callback_url is not None:
             key = current_key()
-            if not ((key and key.callback_secret) or service.config.callback_secret):
-                raise CallbackRefused("no callback secret is configured (the key's callback_secret, or args.jobs)")
+            if not ((key and key.callback_secret) or service.callback_secret):
+                raise CallbackRefused(
+                    "no callback secret is configured (the key's, or the app's: PORTRAIT_CALLBACK_SECRET)"
+                )
             await asyncio.to_thread(resolve_target, job.callback_url, service.config)
         view, created = await service.submit(caller_id(), job)
     out = view.to_out()

@@ -106,6 +106,7 @@ class JobsService:
         ids_are_capabilities: bool = False,
     ) -> None:
         self.config = config
+        self.callback_secret = config.signing_secret()  # the app's, read here (submits without it need the key's)
         self.store = store
         self._queue = queue
         self._clock = clock or (lambda: datetime.now(UTC))

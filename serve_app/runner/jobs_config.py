@@ -9,12 +9,15 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from deployments.common.errors import InvalidParameter
+from serve_app.secret_sources import read_secret, warn_inline
 from storage.base import Location, StoreSettings, parse_location
 
 DAY_S = 86_400
 # The default store: a folder beside the folder routes of configs/local.yaml (``buckets/in``, ``buckets/out``), under
 # PORTRAIT_BUCKETS_ROOT (else the working directory); ``buckets/`` is git-ignored.
 DEFAULT_STORE = "buckets/jobs"
+# The app's callback secret (signs the callbacks of keys without their own, and bucket routes'), read where it is used.
+CALLBACK_SECRET_ENV = "PORTRAIT_CALLBACK_SECRET"
 
 
 class JobsConfig(BaseModel):
@@ -38,7 +41,16 @@ class JobsConfig(BaseModel):
     open_beyond_loopback: bool = Field(
         False, description="start the jobs API without keys on a host beyond loopback (a trusted network only)"
     )
-    callback_secret: SecretStr | None = Field(None, description="signs callbacks of keys without their own secret")
+    callback_secret: SecretStr | None = Field(
+        None,
+        description=f"inline, logged by Ray at import (a warning says so): use {CALLBACK_SECRET_ENV} or "
+        "callback_secret_file. Signs the callbacks of keys without their own secret, and bucket routes'",
+    )
+    callback_secret_file: str | None = Field(
+        None,
+        description=f"a file holding the callback secret (a mounted secret), instead of {CALLBACK_SECRET_ENV}; read "
+        "where the ingress and the bucket runner run",
+    )
     callback_hosts: tuple[str, ...] = Field(
         (), description="hosts or CIDRs a callback may reach besides public addresses (e.g. 127.0.0.1, 10.0.0.0/8)"
     )
@@ -77,6 +89,25 @@ class JobsConfig(BaseModel):
             if "/" in host:
                 ipaddress.ip_network(host, strict=False)  # a ValueError names the bad CIDR
         return tuple(host.lower() for host in hosts)
+
+    @model_validator(mode="after")
+    def _warn_inline_secret(self) -> JobsConfig:
+        if self.callback_secret is not None:
+            warn_inline(
+                "args.jobs.callback_secret",
+                f"the environment variable {CALLBACK_SECRET_ENV} or a file named by args.jobs.callback_secret_file",
+            )
+        return self
+
+    def signing_secret(self) -> SecretStr | None:
+        """The app's callback secret: ``PORTRAIT_CALLBACK_SECRET``, ``callback_secret_file`` or (warned)
+        ``callback_secret``, read now, in this process (``InvalidParameter`` when given twice or unreadable)."""
+        return read_secret(
+            "the callback secret (args.jobs)",
+            inline=self.callback_secret,
+            env=CALLBACK_SECRET_ENV,
+            file=self.callback_secret_file,
+        )
 
     @model_validator(mode="after")
     def _redirects_need_s3(self) -> JobsConfig:

@@ -72,6 +72,7 @@ class JobsRunner:
         self.config = config
         self.store = store
         self._keys = keys
+        self._app_secret = config.signing_secret()  # read once, here: this process's environment and files
         self._post = post or callback_poster(config)
         # the runner's, shared with the bucket routes' callbacks
         self._queue = queue if queue is not None else CallbackQueue.of(config)
@@ -210,8 +211,10 @@ class JobsRunner:
             await asyncio.to_thread(self.store.put_state, ref, state.model_copy(update={"callback": given_up}))
 
     def callback_secret(self, owner: str) -> str | None:
-        """The key's ``callback_secret``, else the app's (``args.jobs.callback_secret``)."""
-        return callback_secret(self._keys, self.config, owner)
+        """The key's own callback secret, else the app's (``PORTRAIT_CALLBACK_SECRET``, ``callback_secret_file``)."""
+        key = self._keys.by_id(owner)
+        secret = key.callback_secret if key is not None and key.callback_secret else self._app_secret
+        return secret.get_secret_value() if secret else None
 
     # Retention ----------------------------------------------------------------------------------------------------
 
@@ -226,13 +229,6 @@ class JobsRunner:
     async def drain(self) -> None:
         """Wait for the endings in progress, and those taken up from the store meanwhile (tests)."""
         await self._queue.drain()
-
-
-def callback_secret(keys: KeyRing, config: JobsConfig, owner: str) -> str | None:
-    key = keys.by_id(owner)
-    if key is not None and key.callback_secret:
-        return key.callback_secret
-    return config.callback_secret.get_secret_value() if config.callback_secret else None
 
 
 def _body(view: JobView) -> bytes:

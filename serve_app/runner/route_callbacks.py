@@ -1,5 +1,6 @@
 """Per-object callbacks of bucket routes with ``callback_url``: each object's record, POSTed and signed like job
-callbacks (``args.jobs.callback_secret``; the same address rules and backoff).
+callbacks (the app's secret: ``PORTRAIT_CALLBACK_SECRET`` or ``args.jobs.callback_secret_file``; the same address
+rules and backoff).
 
 A callback survives a runner restart: before its first try it is written to the route's output
 (``RecordNames.callback``, the key and until when to retry) and removed once delivered or given up; a runner that
@@ -24,7 +25,7 @@ from deployments.common.errors import InvalidParameter
 from serve_app.runner.background import Background
 from serve_app.runner.callback_queue import CallbackQueue, next_chunk
 from serve_app.runner.callbacks import Poster, callback_poster, deliver
-from serve_app.runner.jobs_config import JobsConfig
+from serve_app.runner.jobs_config import CALLBACK_SECRET_ENV, JobsConfig
 from serve_app.runner.outcomes import ObjectOutcome, Status
 from serve_app.runner.records import RECORD_CONTENT_TYPE, ResultRecord, find_records, record_names
 from serve_app.runner.routing import Route
@@ -56,9 +57,11 @@ class RouteCallbacks:
         queue: CallbackQueue | None = None,
     ) -> None:
         self._routes = {route.name: route for route in routes if route.callback_url}
-        if self._routes and config.callback_secret is None:
+        self._secret = config.signing_secret() if self._routes else None
+        if self._routes and self._secret is None:
             raise InvalidParameter(
-                f"routes {sorted(self._routes)} have a callback_url: set args.jobs.callback_secret to sign them"
+                f"routes {sorted(self._routes)} have a callback_url: set {CALLBACK_SECRET_ENV} (or "
+                "args.jobs.callback_secret_file) where the bucket runner runs, to sign them"
             )
         self._config = config
         self._post = post or callback_poster(config)
@@ -143,7 +146,7 @@ class RouteCallbacks:
             "status": status,
             "records": [record.model_dump(mode="json") for record in records],
         }
-        secret = self._config.callback_secret.get_secret_value() if self._config.callback_secret else ""
+        secret = self._secret.get_secret_value() if self._secret else ""
         delivery = await deliver(
             route.callback_url or "",
             json.dumps(body, separators=(",", ":")).encode("utf-8"),

@@ -12,7 +12,7 @@ import pytest
 
 from deployments.common.errors import InvalidParameter
 from serve_app.runner.callbacks import SIGNATURE_HEADER, verify
-from serve_app.runner.jobs_config import JobsConfig
+from serve_app.runner.jobs_config import CALLBACK_SECRET_ENV, JobsConfig
 from serve_app.runner.records import record_names
 from serve_app.runner.retention import sweep_route
 from serve_app.runner.route_callbacks import PendingCallback, RouteCallbacks
@@ -143,7 +143,10 @@ def resume_on_a_new_runner(table, config: JobsConfig) -> list[dict]:
     return calls
 
 
-def test_a_route_callback_needs_a_secret(tmp_path, job_ctx):
+def test_a_route_callback_needs_a_secret_from_the_environment_or_a_file(tmp_path, job_ctx, monkeypatch):
     table = route_table(tmp_path, job_ctx, callback_url="https://example.com/hook")
-    with pytest.raises(InvalidParameter, match="set args.jobs.callback_secret"):
+    monkeypatch.delenv(CALLBACK_SECRET_ENV, raising=False)
+    with pytest.raises(InvalidParameter, match=r"set PORTRAIT_CALLBACK_SECRET \(or args.jobs.callback_secret_file\)"):
         RouteCallbacks(table.routes, JobsConfig())
+    monkeypatch.setenv(CALLBACK_SECRET_ENV, "route-secret")
+    RouteCallbacks(table.routes, JobsConfig())
