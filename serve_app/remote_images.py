@@ -5,8 +5,10 @@ A URL is someone else's choice of where the service connects, so the fetch is bu
 - the host name is resolved once, and the connection goes to that address (no second lookup a DNS answer could
   change in between); every address it resolves to must be global: loopback, private, link-local, shared, multicast
   and reserved addresses are refused, also inside an IPv4-mapped, 6to4 or NAT64 IPv6 address and when spelled as a
-  decimal or hex number (the resolver reads those as addresses); ``image_url_networks`` lists networks an operator
-  trusts (an in-house image store);
+  decimal or hex number (the resolver reads those as addresses); an IPv6 address outside ``2000::/3`` (the only
+  global unicast space) is refused whatever Python's ``is_global`` says (IPv4-compatible ``::a.b.c.d``, local-use
+  NAT64 ``64:ff9b:1::/48``, site-local ``fec0::/10``); ``image_url_networks`` lists networks an operator trusts (an
+  in-house image store);
 - ports 80 and 443 only, unless ``image_url_ports`` lists others; no redirects (a redirect answers as a failure);
 - one deadline for all of it (resolve, connect, TLS, headers and body), so a server that drips its answer holds the
   request no longer than ``image_fetch_timeout_s``; the body is read up to the image limit, then refused;
@@ -34,6 +36,11 @@ logger = logging.getLogger(__name__)
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# The only IPv6 space IANA allocates for global unicast; Python 3.11 calls some addresses outside it global (``::/96``,
+# IPv4-compatible; ``64:ff9b:1::/48``, RFC 8215's local-use NAT64; ``fec0::/10``, site-local), and one inside it
+# (``3fff::/20``, RFC 9637's documentation prefix) that is not.
+_GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
+_NOT_GLOBAL_V6 = (ipaddress.ip_network("3fff::/20"),)
 _SAFE = "/?&=%:@!$'()*+,;~"  # characters a request target keeps as they are; the rest (non-ASCII) is %-encoded
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -141,13 +148,18 @@ async def _resolve_once(remote: RemoteImage, config: InstructionsConfig) -> IpAd
 
 
 def reachable(address: IpAddress, trusted: Iterable[IpNetwork]) -> bool:
-    """A global unicast address (what it embeds, for IPv4-mapped, 6to4 and NAT64), or one in a ``trusted`` network.
-    The rule for every address the service connects to on a caller's say-so (image URLs, job callbacks)."""
+    """A global unicast address (what it embeds, for IPv4-mapped, 6to4 and NAT64; an IPv6 one in ``2000::/3`` only),
+    or one in a ``trusted`` network. The rule for every address the service connects to on a caller's say-so (image
+    URLs, job callbacks)."""
     if any(address in network for network in trusted):
         return True
     embedded = _embedded_ipv4(address)
     if embedded is not None:
         return reachable(embedded, trusted)
+    if isinstance(address, ipaddress.IPv6Address) and (
+        address not in _GLOBAL_UNICAST_V6 or any(address in network for network in _NOT_GLOBAL_V6)
+    ):
+        return False
     return address.is_global and not address.is_multicast
 
 

@@ -60,7 +60,40 @@ def test_non_global_addresses_are_refused(address):
     assert not reachable(ipaddress.ip_address(address), ())
 
 
-@pytest.mark.parametrize("address", ["8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808"])
+@pytest.mark.parametrize(
+    "address",
+    [
+        # The five #32 finding 10 named: Python 3.11's is_global is true for each.
+        "::127.0.0.1",  # IPv4-compatible (deprecated ::/96) of loopback
+        "::10.0.0.1",  # IPv4-compatible of a private address
+        "64:ff9b:1::a00:1",  # RFC 8215 local-use NAT64 (64:ff9b:1::/48) of 10.0.0.1
+        "fec0::1",  # site-local (fec0::/10)
+        "fec0:1::1",
+        # Their kin: nothing outside 2000::/3 is global unicast.
+        "::8.8.8.8",  # IPv4-compatible of a public address: not routed either
+        "::169.254.169.254",
+        "::ffff:0:127.0.0.1",  # IPv4-translated (::ffff:0:0:0/96)
+        "64:ff9b:1:7f00:1::",  # local-use NAT64 with the IPv4 at another offset
+        "64:ff9b:1::808:808",
+        "feff::1",  # the top of fec0::/10
+        "5f00::1",  # SRv6 SIDs (RFC 9602)
+        "::2",
+        "3fff::1",  # documentation (RFC 9637), inside 2000::/3
+    ],
+)
+def test_ipv6_forms_python_calls_global_are_refused(address):
+    assert not reachable(ipaddress.ip_address(address), ())
+
+
+def test_a_trusted_network_reaches_even_site_local_ipv6():
+    config = InstructionsConfig(image_url_networks=("fec0::/10",))
+    assert reachable(ipaddress.ip_address("fec0::1"), config.image_url_networks)
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["8.8.8.8", "2606:4700::1111", "2a00:1450:4001:80e::200e", "::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1"],
+)
 def test_global_addresses_are_reachable(address):
     assert reachable(ipaddress.ip_address(address), ())
 
