@@ -1,8 +1,12 @@
 """Signed job callbacks: ``POST callback_url`` with the job's status JSON when it ends, retried with backoff.
 
     X-Portrait-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>
+    X-Portrait-Key-Id: <the job's key>       (which secret to check with; the signed body says it too)
 
-The secret is the key's ``callback_secret``, else ``args.jobs.callback_secret``. A callback goes only to a public
+The secret is the key's own (``callback_secret``/``_env``/``_file``), else the app's (``PORTRAIT_CALLBACK_SECRET``,
+``args.jobs.callback_secret_file``). The signed body names the key (``key_id``, with the job's ``id``) and the receiver
+(``callback_url``): a receiver that checks both (``verify``) refuses a signature made for another key or another
+receiver, even when the app's one secret signs for both. A callback goes only to a public
 address (resolved once, and that address is the one connected to), on port 80 or 443, unless its host, its address
 or a network holding it is listed in ``args.jobs.callback_hosts``. An https receiver's certificate is always verified,
 for the URL's host name: against the public roots httpx trusts (certifi, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``), plus
@@ -21,6 +25,7 @@ import contextlib
 import hashlib
 import hmac
 import ipaddress
+import json
 import socket
 import ssl
 import time
@@ -35,6 +40,7 @@ from serve_app.remote_images import reachable
 from serve_app.runner.jobs_config import JobsConfig
 
 SIGNATURE_HEADER = "X-Portrait-Signature"
+KEY_ID_HEADER = "X-Portrait-Key-Id"
 DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_BACKOFF_S = 300.0
 
@@ -50,13 +56,33 @@ def sign(secret: str, body: bytes, timestamp_s: int) -> str:
     return f"t={timestamp_s},v1={digest}"
 
 
-def verify(secret: str, header: str, body: bytes, *, now_s: float, tolerance_s: float = 300.0) -> bool:
-    """What a receiver does (docs/buckets-and-jobs.md "Callbacks"): the signature matches and is recent."""
+def verify(
+    secret: str,
+    header: str,
+    body: bytes,
+    *,
+    now_s: float,
+    tolerance_s: float = 300.0,
+    url: str | None = None,
+    key_id: str | None = None,
+) -> bool:
+    """What a receiver does (docs/buckets-and-jobs.md "Callbacks"): the signature matches and is recent, and the signed
+    body names the receiver's own ``url`` and ``key_id`` (each checked when given)."""
     fields = dict(part.split("=", 1) for part in header.split(",") if "=" in part)
     if not fields.get("t", "").isdigit() or "v1" not in fields:
         return False
     expected = sign(secret, body, int(fields["t"])).split("v1=", 1)[1]
-    return hmac.compare_digest(expected, fields["v1"]) and abs(now_s - int(fields["t"])) <= tolerance_s
+    if not (hmac.compare_digest(expected, fields["v1"]) and abs(now_s - int(fields["t"])) <= tolerance_s):
+        return False
+    if url is None and key_id is None:
+        return True
+    try:
+        sent = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(sent, dict) and all(
+        sent.get(name) == wanted for name, wanted in (("callback_url", url), ("key_id", key_id)) if wanted is not None
+    )
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from deployments.common.errors import Overloaded
 from serve_app.auth import KeyRing
 from serve_app.runner.callback_queue import CallbackQueue, next_chunk
-from serve_app.runner.callbacks import Poster, callback_poster, deliver
+from serve_app.runner.callbacks import KEY_ID_HEADER, Poster, callback_poster, deliver
 from serve_app.runner.jobs_config import JobsConfig, within
 from serve_app.runner.jobs_layout import JobRef, expiry_of, job_of_route, route_name
 from serve_app.runner.jobs_records import CallbackState, JobView, job_json
@@ -200,6 +200,7 @@ class JobsRunner:
             deadline_s=finished_at.timestamp() + self.config.callback_retry_s,
             timeout_s=self.config.callback_timeout_s,
             post=self._post,
+            headers={KEY_ID_HEADER: view.record.owner},
             slots=self._queue.slots,
             on_attempt=note,
         )
@@ -232,7 +233,10 @@ class JobsRunner:
 
 
 def _body(view: JobView) -> bytes:
-    return json.dumps(job_json(view.to_out()), separators=(",", ":")).encode("utf-8")
+    """What ``GET /v1/jobs/{id}`` answers, plus the key it belongs to and the URL it is sent to: both signed, so a
+    receiver can tell a callback meant for another key or another receiver."""
+    body = {**job_json(view.to_out()), "key_id": view.record.owner, "callback_url": view.record.callback_url}
+    return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
 
 def _now() -> datetime:

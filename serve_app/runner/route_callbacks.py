@@ -145,6 +145,7 @@ class RouteCallbacks:
             "key": pending.key,
             "status": status,
             "records": [record.model_dump(mode="json") for record in records],
+            "callback_url": route.callback_url,  # signed: the receiver it was meant for
         }
         secret = self._secret.get_secret_value() if self._secret else ""
         delivery = await deliver(

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
@@ -23,8 +21,8 @@ from serve_app.runner.jobs_store import JobStore
 from tests.unit.jobs_api.conftest import SECRET, make_jobs_app
 from tests.unit.jobs_api.test_jobs_api import files_of
 from tests.unit.jobs_api.tls_receiver import HttpsReceiver, make_pki
+from tests.unit.runner.documented_receiver import documented_verifier
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 LOOPBACK = ("127.0.0.1",)
 
 
@@ -35,15 +33,6 @@ def pki(tmp_path_factory):
         tmp_path_factory.mktemp("pki"),
         {"local": ["IP:127.0.0.1", "DNS:localhost"], "elsewhere": ["DNS:receiver.example"]},
     )
-
-
-def documented_verifier():
-    """The five-line receiver of docs/buckets-and-jobs.md, run as written."""
-    text = (REPO_ROOT / "docs" / "buckets-and-jobs.md").read_text(encoding="utf-8")
-    block = text.split("A receiver verifies in five lines:", 1)[1].split("```python", 1)[1].split("```", 1)[0]
-    namespace: dict = {}
-    exec(textwrap.dedent(block), namespace)  # noqa: S102 (our own docs)
-    return namespace["verified"]
 
 
 def deliver_once(url: str, config: JobsConfig):
@@ -60,7 +49,8 @@ def test_a_job_calls_back_an_https_receiver_whose_ca_is_configured(tmp_path, loc
     with HttpsReceiver(certs["local"]) as receiver:
         app = make_jobs_app(tmp_path, local_backend, job_ctx, send_callbacks=True, callback_ca_file=str(ca))
         with app.client:
-            form = {"task": "cartoon", "callback_url": receiver.url("/hook?order=17")}
+            url = receiver.url("/hook?order=17")
+            form = {"task": "cartoon", "callback_url": url}
             job_id = app.client.post("/v1/jobs", files=files_of(photo_jpeg), data=form).json()["id"]
             done = app.wait(job_id)
         (call,) = receiver.requests
@@ -69,9 +59,11 @@ def test_a_job_calls_back_an_https_receiver_whose_ca_is_configured(tmp_path, loc
     assert call.headers["content-length"] == str(len(call.body))
     signature = call.headers[SIGNATURE_HEADER.lower()]
     assert verify(SECRET, signature, call.body, now_s=time.time())
-    assert documented_verifier()(SECRET.encode(), signature, call.body)
-    assert not documented_verifier()(b"another-secret", signature, call.body)
-    assert json.loads(call.body) == {**done, "updated_at": json.loads(call.body)["updated_at"]}
+    assert call.headers["x-portrait-key-id"] == "anonymous"
+    assert documented_verifier()(SECRET.encode(), signature, call.body, url, "anonymous")
+    assert not documented_verifier()(b"another-secret", signature, call.body, url, "anonymous")
+    sent = json.loads(call.body)
+    assert sent == {**done, "updated_at": sent["updated_at"], "key_id": "anonymous", "callback_url": url}
     state = app.store.view(JobRef("anonymous", job_id)).state
     assert (state.callback.attempts, state.callback.last_error) == (1, None)
     assert state.callback.delivered_at is not None

@@ -124,7 +124,10 @@ def test_the_callback_is_signed_and_carries_the_status(jobs_app, photo_jpeg):
     assert (target.host, target.address, target.port) == ("127.0.0.1", "127.0.0.1", 9)
     assert verify(SECRET, headers[SIGNATURE_HEADER], body, now_s=time.time())
     assert not verify("another-secret", headers[SIGNATURE_HEADER], body, now_s=time.time())
-    assert json.loads(body) == {**done, "updated_at": json.loads(body)["updated_at"]}
+    sent = json.loads(body)
+    signed = {"key_id": "anonymous", "callback_url": form["callback_url"]}
+    assert sent == {**done, "updated_at": sent["updated_at"], **signed}
+    assert headers["X-Portrait-Key-Id"] == "anonymous"
     assert list(jobs_app.store.root.list("in/")) == []  # the input goes once the job has ended and called back
 
 

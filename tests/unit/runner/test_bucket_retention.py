@@ -77,6 +77,7 @@ def test_a_route_callback_posts_the_signed_record(tmp_path, local_backend, job_c
         "me.jpg": ("r", "succeeded"),
         "text.jpg": ("r", "failed"),
     }
+    assert {body["callback_url"] for body in bodies.values()} == {"http://127.0.0.1:9/bucket-hook"}  # signed too
     assert bodies["me.jpg"]["records"][0]["result_key"] == "me.png"
     assert bodies["text.jpg"]["records"][0]["error"]["code"] == "unsupported_image"
     assert pending_callbacks(LocalStore(tmp_path / "out")) == []  # delivered: nothing left to resume

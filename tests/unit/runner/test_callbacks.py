@@ -5,22 +5,34 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+from unittest.mock import patch
 
 import httpx
 import pytest
 
 from serve_app.runner.callbacks import CallbackRefused, deliver, resolve_target, sign, verify
 from serve_app.runner.jobs_config import JobsConfig
+from tests.unit.runner.documented_receiver import documented_verifier
 
 
-def test_the_signature_is_hmac_sha256_of_t_dot_body_and_a_receiver_checks_it_in_five_lines():
-    header = sign("s3cret", b'{"id":"x"}', 1_700_000_000)
-    expected = hmac.new(b"s3cret", b'1700000000.{"id":"x"}', hashlib.sha256).hexdigest()
+def test_the_signature_is_hmac_sha256_of_t_dot_body_and_the_documented_receiver_checks_it():
+    body = b'{"id":"x","key_id":"acme","callback_url":"https://acme.example/hook"}'
+    header = sign("s3cret", body, 1_700_000_000)
+    expected = hmac.new(b"s3cret", b"1700000000." + body, hashlib.sha256).hexdigest()
     assert header == f"t=1700000000,v1={expected}"
-    # The receiver of docs/buckets-and-jobs.md:
-    t, v1 = (part.split("=", 1)[1] for part in header.split(","))
-    mine = hmac.new(b"s3cret", f"{t}.".encode() + b'{"id":"x"}', hashlib.sha256).hexdigest()
-    assert hmac.compare_digest(mine, v1)
+    with patch("time.time", return_value=1_700_000_010.0):  # the receiver of docs/buckets-and-jobs.md
+        assert documented_verifier()(b"s3cret", header, body, "https://acme.example/hook", "acme")
+        assert not documented_verifier()(b"s3cret", header, body, "https://acme.example/hook", "other")
+        assert not documented_verifier()(b"s3cret", header, body, "https://other.example/hook", "acme")
+
+
+def test_verify_checks_the_signed_key_and_receiver_when_given():
+    body = b'{"id":"x","key_id":"acme","callback_url":"https://acme.example/hook"}'
+    header = sign("s3cret", body, 1_000)
+    assert verify("s3cret", header, body, now_s=1_010, url="https://acme.example/hook", key_id="acme")
+    assert not verify("s3cret", header, body, now_s=1_010, url="https://acme.example/hook", key_id="bob")
+    assert not verify("s3cret", header, body, now_s=1_010, url="https://bob.example/hook")
+    assert not verify("s3cret", sign("s3cret", b"[]", 1_000), b"[]", now_s=1_010, key_id="acme")
 
 
 def test_verify_refuses_another_body_another_secret_and_an_old_timestamp():
