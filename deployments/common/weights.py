@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 _CHUNK_BYTES = 1 << 20
 MAX_MODEL_BYTES = 4 << 30  # the read cap for a file whose manifest entry states no size
+MAX_FOLDER_FILE_BYTES = 16 << 30  # the same for a file of a folder entry (an SDXL UNet alone is 5.1 GB in fp16)
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,10 @@ class ModelSpec:
     Serve deployment of a model that has its own (each face restorer). ``repo`` names a whole Hugging Face repository
     that its engine fetches itself (vLLM, for the LLM deployment): ``file`` is then the folder a copy may be put in,
     present when it holds the repository's ``config.json``; never in ``--default``, never fetched by ``pull``.
+    ``parts`` makes the entry a folder (``file``) of several files, each its own spec (``<name>:<path>``, file
+    ``<folder>/<path>``, url ``<url>/<path>``, its own sha256 and size): a diffusers repository in its official
+    layout, pulled file by file and usable when every part is. ``group`` names a set of entries fetched together by
+    ``portrait models pull --group NAME`` (``generative``: gigabytes each), never by ``--default`` or ``--all``.
     """
 
     name: str
@@ -79,6 +84,13 @@ class ModelSpec:
     derived: Derivation | None = None
     deployment: str | None = None
     repo: str | None = None
+    parts: tuple[ModelSpec, ...] = ()
+    group: str | None = None
+    in_folder: bool = False  # a file of a folder entry (one of its ``parts``)
+
+    @property
+    def is_folder(self) -> bool:
+        return bool(self.parts)
 
 
 @dataclass(frozen=True)
@@ -141,11 +153,18 @@ def fix_command(names: Iterable[str]) -> str:
 
 
 def default_models(manifest: Mapping[str, ModelSpec]) -> list[str]:
-    """What ``portrait models pull --default`` fetches: every model whose licence allows any use, alternates and
-    whole repositories (the LLM's, fetched by vLLM) aside."""
+    """What ``portrait models pull --default`` fetches: every model whose licence allows any use, alternates, whole
+    repositories (the LLM's, fetched by vLLM) and grouped entries (the generative models: ``--group``) aside."""
     return sorted(
-        name for name, spec in manifest.items() if spec.commercial_use and not spec.alternate and spec.repo is None
+        name
+        for name, spec in manifest.items()
+        if spec.commercial_use and not spec.alternate and spec.repo is None and spec.group is None
     )
+
+
+def group_models(manifest: Mapping[str, ModelSpec], group: str) -> list[str]:
+    """What ``portrait models pull --group GROUP`` fetches: every entry of that group, in manifest order."""
+    return [name for name, spec in manifest.items() if spec.group == group]
 
 
 def load_manifest(path: str | Path) -> dict[str, ModelSpec]:
@@ -162,6 +181,8 @@ def load_manifest(path: str | Path) -> dict[str, ModelSpec]:
                     for item in derive["inputs"]
                 )
                 spec = dataclasses.replace(spec, derived=Derivation(derive["convert"], inputs))
+            if entry.get("files"):
+                spec = dataclasses.replace(spec, parts=tuple(_part(spec, item) for item in entry["files"]))
         except KeyError as exc:
             raise InvalidParameter(f"model {name!r} in {path} lacks the field {exc.args[0]!r}") from exc
         specs[name] = spec
@@ -189,6 +210,25 @@ def _spec(name: str, entry: Mapping[str, Any]) -> ModelSpec:
         label=entry.get("label"),
         deployment=entry.get("deployment"),
         repo=entry.get("repo"),
+        group=entry.get("group"),
+    )
+
+
+def _part(folder: ModelSpec, item: Mapping[str, Any]) -> ModelSpec:
+    """One file of a folder entry: ``{path, sha256, size_bytes}`` under the folder, from ``<url>/<path>``."""
+    path = str(item["path"])
+    if path.startswith("/") or ".." in Path(path).parts:
+        raise InvalidParameter(f"model {folder.name!r}: file {path!r} must be a relative path inside its folder")
+    return dataclasses.replace(
+        folder,
+        name=f"{folder.name}:{path}",
+        file=f"{folder.file}/{path}",
+        url=f"{folder.url.rstrip('/')}/{path}",
+        sha256=item.get("sha256"),
+        size_bytes=item.get("size_bytes"),
+        description="",
+        group=None,
+        in_folder=True,
     )
 
 
@@ -236,7 +276,10 @@ class ModelStore:
         return self.check(self.spec(name))
 
     def check(self, spec: ModelSpec) -> ModelStatus:
-        """The state of ``spec``'s file (a manifest entry, or an input of a derived one)."""
+        """The state of ``spec``'s file (a manifest entry, or an input of a derived one); of a folder entry, the
+        worst of its files' states (missing first, then a mismatch), present only when every file is pinned."""
+        if spec.is_folder:
+            return folder_status(spec, [self.check(part) for part in spec.parts], self.path_of(spec))
         path = self.path_of(spec)
         status = self._verify(spec, path)
         if self._remote and not status.usable:
@@ -297,7 +340,7 @@ class ModelStore:
         with file_lock(target):
             if self._verify(spec, target).usable:
                 return  # another replica mirrored it while this one waited for the lock
-            max_bytes = spec.size_bytes or MAX_MODEL_BYTES
+            max_bytes = spec.size_bytes or max_bytes_of(spec)
             try:
                 copy_from_store(self.root, spec.file + PROVENANCE_SUFFIX, provenance_path(target), max_bytes=1 << 20)
             except ObjectNotFound:
@@ -306,6 +349,19 @@ class ModelStore:
                 copy_from_store(self.root, spec.file, target, max_bytes=max_bytes)
             except ObjectNotFound:
                 return
+
+
+def max_bytes_of(spec: ModelSpec) -> int:
+    """The read cap of a file whose entry states no size: larger for the files of a folder entry."""
+    return spec.size_bytes or (MAX_FOLDER_FILE_BYTES if spec.in_folder else MAX_MODEL_BYTES)
+
+
+def folder_status(spec: ModelSpec, parts: list[ModelStatus], path: Path) -> ModelStatus:
+    """A folder entry's state from its files' (see :meth:`ModelStore.check`)."""
+    order = (ModelState.MISSING, ModelState.HASH_MISMATCH, ModelState.SIZE_MISMATCH, ModelState.UNPINNED)
+    states = {status.state for status in parts}
+    state = next((state for state in order if state in states), ModelState.PRESENT)
+    return ModelStatus(spec, state, path)
 
 
 def private_cache_dir(root: str) -> Path:

@@ -1,0 +1,1 @@
+"""Generated portraits: the Renderer model stage (diffusers SDXL, ControlNets, IP-Adapter, LoRAs)."""

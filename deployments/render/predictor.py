@@ -1,0 +1,346 @@
+"""The renderer a ``Renderer`` replica holds: a diffusers SDXL pipeline (and its ControlNets, IP-Adapter and LoRAs)
+loaded from the model store, never from a hub, on first use and kept.
+
+``render`` groups a batch by ``RenderRequest.compatibility_key()`` and runs one pipeline call per group, with
+per-item prompts, start images, masks, condition images, adapter images and seeded generators: a request's image is
+the same whether it ran alone or beside others (a ``torch.Generator`` per item draws its own latents). What diffusers
+holds pipeline-wide (size, steps, scheduler, guidance, strength, ControlNet scales, the LoRA set) is in the key.
+
+Without weights, a request is a 503 ``model_unavailable`` naming the command that fetches them. diffusers is
+imported here only, when the first request loads a model: the ingress and ``types.py`` never import it.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from deployments.common.engine import EngineInfo
+from deployments.common.errors import InvalidParameter, ModelUnavailable
+from deployments.common.torch_device import DeviceOptions, pick_device
+from deployments.common.weights import ModelSpec, ModelStore, fix_command
+from deployments.render.types import RENDER_KINDS, Rendered, RenderRequest
+
+logger = logging.getLogger(__name__)
+
+MIN_SIDE_PX = 32
+SIDE_MULTIPLE_PX = 8
+MAX_PROMPT_CHARS = 2000
+GROUP = "generative"
+TASKS = {"base": "image_generation", "controlnet": "controlnet", "adapter": "ip_adapter", "lora": "lora"}
+# scheduler name -> (diffusers class, from_config overrides); "default" keeps the model's own.
+SCHEDULERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "euler": ("EulerDiscreteScheduler", {}),
+    "euler_a": ("EulerAncestralDiscreteScheduler", {}),
+    "dpmpp_2m": ("DPMSolverMultistepScheduler", {}),
+    "dpmpp_2m_karras": ("DPMSolverMultistepScheduler", {"use_karras_sigmas": True}),
+    "ddim": ("DDIMScheduler", {}),
+    "unipc": ("UniPCMultistepScheduler", {}),
+}
+# (kind, with ControlNets) -> the diffusers pipeline class, and the name of its ControlNet image argument
+PIPELINES: dict[tuple[str, bool], str] = {
+    ("txt2img", False): "StableDiffusionXLPipeline",
+    ("img2img", False): "StableDiffusionXLImg2ImgPipeline",
+    ("inpaint", False): "StableDiffusionXLInpaintPipeline",
+    ("txt2img", True): "StableDiffusionXLControlNetPipeline",
+    ("img2img", True): "StableDiffusionXLControlNetImg2ImgPipeline",
+    ("inpaint", True): "StableDiffusionXLControlNetInpaintPipeline",
+}
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class RendererOptions(DeviceOptions):
+    """``device``; ``dtype`` the weights run in (``float16`` on a GPU, ``float32`` on a CPU); the largest render
+    (``max_megapixels``) and ``max_steps`` a request may ask."""
+
+    dtype: str = "float32"
+    max_megapixels: float = 2.5
+    max_steps: int = 80
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise InvalidParameter(f"dtype must be one of {sorted(DTYPES)}, not {self.dtype!r}")
+
+
+@dataclass
+class _Loaded:
+    pipeline: Any
+    info: EngineInfo
+    adapter: str | None = None
+    loras: tuple[str, ...] = ()
+
+
+class RendererPredictor:
+    """``render`` runs one pipeline call per compatible group of a batch."""
+
+    def __init__(self, store: ModelStore, options: RendererOptions = RendererOptions()) -> None:
+        self.store = store
+        self.options = options
+        self.device = pick_device(options.device)
+        self.dtype = DTYPES[options.dtype]
+        self._bases: dict[str, _Loaded] = {}
+        self._controlnets: dict[str, Any] = {}
+
+    # -- the stage's protocol -------------------------------------------------------------------------------------
+
+    def admit(self, item: RenderRequest) -> None:
+        """Refuse what the pipeline must not run: unknown models or kinds, sizes off the grid or too large, images
+        of another size than the render's."""
+        if item.kind not in RENDER_KINDS:
+            raise InvalidParameter(f"kind must be one of {', '.join(RENDER_KINDS)}, not {item.kind!r}")
+        self._entry(item.model, "base")
+        for condition in item.conditions:
+            self._entry(condition.controlnet, "controlnet")
+            self._image(condition.image, item, f"the {condition.controlnet} condition")
+        for name, _ in item.loras:
+            self._entry(name, "lora")
+        if len({name for name, _ in item.loras}) != len(item.loras):
+            raise InvalidParameter("a LoRA is named twice")
+        for side in (item.width, item.height):
+            if side < MIN_SIDE_PX or side % SIDE_MULTIPLE_PX:
+                raise InvalidParameter(f"width and height are multiples of {SIDE_MULTIPLE_PX} from {MIN_SIDE_PX} px")
+        if item.width * item.height > self.options.max_megapixels * 1e6:
+            raise InvalidParameter(f"a render is at most {self.options.max_megapixels} megapixels")
+        if not 1 <= item.steps <= self.options.max_steps:
+            raise InvalidParameter(f"steps must be 1 to {self.options.max_steps}")
+        if item.scheduler != "default" and item.scheduler not in SCHEDULERS:
+            raise InvalidParameter(f"scheduler must be default or one of {', '.join(SCHEDULERS)}")
+        if not 0.0 <= item.guidance <= 30.0 or not 0.0 < item.strength <= 1.0:
+            raise InvalidParameter("guidance is 0 to 30, strength above 0 up to 1")
+        if len(item.prompt) > MAX_PROMPT_CHARS or len(item.negative_prompt) > MAX_PROMPT_CHARS:
+            raise InvalidParameter(f"a prompt is at most {MAX_PROMPT_CHARS} characters")
+        if item.kind != "txt2img":
+            self._image(item.image, item, f"the {item.kind} start image")
+        if item.kind == "inpaint":
+            if item.mask is None or item.mask.shape != (item.height, item.width) or item.mask.dtype != np.uint8:
+                raise InvalidParameter(f"inpaint needs a {item.height}x{item.width} uint8 mask")
+        if item.adapter_image is not None:
+            self._adapter_spec()
+            if item.adapter_image.ndim != 3 or item.adapter_image.shape[2] != 3:
+                raise InvalidParameter("the adapter image is HxWx3 RGB")
+
+    def probe(self) -> None:
+        """Nothing to run: models load on first use (a replica without weights still answers the 503)."""
+
+    def health(self) -> dict[str, Any]:
+        """The loaded models' states; models not loaded yet are named, not hashed (gigabytes each)."""
+        loaded = [self.store.status(name).to_json() for name in self._bases]
+        manifest = self.store.manifest
+        waiting = [name for name, spec in manifest.items() if spec.group == GROUP and name not in self._bases]
+        return {
+            "status": "ok",
+            "engine": "diffusers-sdxl" if self._bases else "not-loaded",
+            "models": loaded,
+            "not_loaded": waiting,
+        }
+
+    def render(self, requests: Sequence[RenderRequest]) -> list[Rendered]:
+        groups: dict[tuple, list[int]] = {}
+        for index, request in enumerate(requests):
+            groups.setdefault(request.compatibility_key(), []).append(index)
+        results: dict[int, Rendered] = {}
+        for indices in groups.values():
+            items = [requests[index] for index in indices]
+            for index, rendered in zip(indices, self._render_group(items)):
+                results[index] = rendered
+        return [results[index] for index in range(len(requests))]
+
+    # -- one group: one pipeline call ------------------------------------------------------------------------------
+
+    def _render_group(self, items: list[RenderRequest]) -> list[Rendered]:
+        first = items[0]
+        started = time.perf_counter()
+        loaded = self._base(first.model)
+        if any(item.adapter_image is not None for item in items):
+            self.load_adapter(first.model)
+        controlnets = [self._controlnet(condition.controlnet) for condition in first.conditions]
+        self._apply_loras(loaded, first.loras)
+        load_s = time.perf_counter() - started
+        pipeline = self._pipeline(loaded, first, controlnets)
+        seeds = [item.seed if item.seed is not None else secrets.randbelow(2**31) for item in items]
+        kwargs = self._arguments(pipeline, loaded, items, seeds)
+        started = time.perf_counter()
+        images = self._call_pipeline(pipeline, kwargs)
+        render_s = time.perf_counter() - started
+        timings = {"load_s": load_s, "render_s": render_s, "batch": float(len(items))}
+        return [Rendered(_to_uint8(image), seed, dict(timings), loaded.info) for image, seed in zip(images, seeds)]
+
+    def _call_pipeline(self, pipeline: Any, kwargs: dict[str, Any]) -> np.ndarray:
+        """The one diffusers call of a group: ``B×H×W×3`` float in [0, 1]."""
+        with torch.inference_mode():
+            return pipeline(**kwargs, output_type="np").images
+
+    def _pipeline(self, loaded: _Loaded, first: RenderRequest, controlnets: list[Any]) -> Any:
+        """The group's pipeline class over the base's modules (``from_pipe`` shares them: no copy, no load), with a
+        fresh scheduler of the asked kind."""
+        import diffusers
+
+        cls = getattr(diffusers, PIPELINES[first.kind, bool(controlnets)])
+        base = loaded.pipeline
+        extra: dict[str, Any] = {}
+        if first.scheduler != "default":
+            scheduler_name, overrides = SCHEDULERS[first.scheduler]
+            extra["scheduler"] = getattr(diffusers, scheduler_name).from_config(base.scheduler.config, **overrides)
+        else:
+            extra["scheduler"] = type(base.scheduler).from_config(base.scheduler.config)
+        if controlnets:
+            extra["controlnet"] = controlnets[0] if len(controlnets) == 1 else controlnets
+        return cls.from_pipe(base, **extra)
+
+    def _arguments(
+        self, pipeline: Any, loaded: _Loaded, items: list[RenderRequest], seeds: list[int]
+    ) -> dict[str, Any]:
+        from PIL import Image
+
+        first = items[0]
+        kwargs: dict[str, Any] = {
+            "prompt": [item.prompt for item in items],
+            "negative_prompt": [item.negative_prompt for item in items],
+            "num_inference_steps": first.steps,
+            "guidance_scale": first.guidance,
+            "generator": [torch.Generator("cpu").manual_seed(seed) for seed in seeds],
+            "width": first.width,
+            "height": first.height,
+        }
+        if first.kind != "txt2img":
+            kwargs["image"] = [Image.fromarray(item.image) for item in items]
+            kwargs["strength"] = first.strength
+        if first.kind == "inpaint":
+            kwargs["mask_image"] = [Image.fromarray(item.mask) for item in items]
+        if first.conditions:
+            count = len(first.conditions)
+            per_net = [[Image.fromarray(item.conditions[i].image) for item in items] for i in range(count)]
+            scales = [condition.scale for condition in first.conditions]
+            single = len(per_net) == 1
+            kwargs["image" if first.kind == "txt2img" else "control_image"] = per_net[0] if single else per_net
+            kwargs["controlnet_conditioning_scale"] = scales[0] if single else scales
+        if loaded.adapter is not None:
+            kwargs["ip_adapter_image_embeds"] = self._adapter_embeds(pipeline, items)
+        return kwargs
+
+    def _adapter_embeds(self, pipeline: Any, items: list[RenderRequest]) -> list[torch.Tensor]:
+        """One face per item: each item's image embedded alone, then stacked on the batch axis (diffusers' own
+        ``ip_adapter_image`` would give every item all the faces). An item without a face gets a blank image at
+        scale 0, which equals no adapter."""
+        from PIL import Image
+
+        scale = items[0].adapter_scale if items[0].adapter_image is not None else 0.0
+        pipeline.set_ip_adapter_scale(scale)
+        guided = items[0].guidance > 1.0
+        negatives, positives = [], []
+        for item in items:
+            face = item.adapter_image if item.adapter_image is not None else np.zeros((224, 224, 3), np.uint8)
+            (embeds,) = pipeline.prepare_ip_adapter_image_embeds([Image.fromarray(face)], None, self.device, 1, guided)
+            if guided:
+                negative, positive = embeds.chunk(2)
+                negatives.append(negative)
+                positives.append(positive)
+            else:
+                positives.append(embeds)
+        return [torch.cat(negatives + positives)]
+
+    # -- loading ----------------------------------------------------------------------------------------------------
+
+    def _base(self, name: str) -> _Loaded:
+        if name not in self._bases:
+            import diffusers
+
+            spec = self._entry(name, "base")
+            path = self._resolve(spec)
+            pipeline = diffusers.StableDiffusionXLPipeline.from_pretrained(
+                path, local_files_only=True, dtype=self.dtype, variant=spec.args.get("variant")
+            )
+            pipeline.set_progress_bar_config(disable=True)
+            if self.device.type != "cpu":
+                pipeline.to(self.device)
+            self._bases[name] = _Loaded(pipeline, EngineInfo.from_weights(self.store.status(name)))
+            logger.info("%s loaded on %s (%s)", name, self.device, self.options.dtype)
+        return self._bases[name]
+
+    def load_adapter(self, model: str) -> None:
+        """Load the manifest's IP-Adapter into ``model``'s pipeline (a request with an adapter image does this)."""
+        loaded = self._base(model)
+        if loaded.adapter is None:
+            spec = self._adapter_spec()
+            path = self._resolve(spec)
+            args = spec.args
+            loaded.pipeline.load_ip_adapter(
+                str(path),
+                subfolder=args.get("subfolder", ""),
+                weight_name=args["weight_name"],
+                image_encoder_folder=args.get("image_encoder_folder", "image_encoder"),
+                local_files_only=True,
+                dtype=self.dtype,
+            )
+            if self.device.type != "cpu":
+                loaded.pipeline.to(self.device)
+            loaded.adapter = spec.name
+
+    def _controlnet(self, name: str) -> Any:
+        if name not in self._controlnets:
+            import diffusers
+
+            spec = self._entry(name, "controlnet")
+            path = self._resolve(spec)
+            model = diffusers.ControlNetModel.from_pretrained(
+                path, local_files_only=True, dtype=self.dtype, variant=spec.args.get("variant")
+            )
+            self._controlnets[name] = model.to(self.device)
+        return self._controlnets[name]
+
+    def _apply_loras(self, loaded: _Loaded, loras: tuple[tuple[str, float], ...]) -> None:
+        """LoRAs are pipeline-wide in diffusers (peft adapters on the shared modules): load any new one, then make
+        exactly this set active, at these weights (none: every LoRA off)."""
+        pipeline = loaded.pipeline
+        for name, _ in loras:
+            if name not in loaded.loras:
+                path = self._resolve(self._entry(name, "lora"))
+                pipeline.load_lora_weights(str(path.parent), weight_name=path.name, adapter_name=name)
+                loaded.loras += (name,)
+        if loras:
+            pipeline.enable_lora()
+            pipeline.set_adapters([name for name, _ in loras], [weight for _, weight in loras])
+        elif loaded.loras:
+            pipeline.disable_lora()
+
+    def _resolve(self, spec: ModelSpec) -> Any:
+        status = self.store.check(spec)
+        if not status.usable:
+            fix = fix_command([spec.name])
+            hint = f" (or every generative model: portrait models pull --group {GROUP})" if spec.group else ""
+            raise ModelUnavailable(
+                f"the renderer's model {spec.name} is {status.state.value} in the model store; fetch it with: "
+                f"{fix}{hint}",
+                details={"missing_models": [spec.name], "fix": fix},
+            )
+        return status.path
+
+    def _entry(self, name: str, role: str) -> ModelSpec:
+        spec = self.store.manifest.get(name)
+        if spec is None or spec.task != TASKS[role]:
+            known = [key for key, value in self.store.manifest.items() if value.task == TASKS[role]]
+            raise InvalidParameter(f"unknown {role} model {name!r}; known: {', '.join(known) or 'none'}")
+        return spec
+
+    def _adapter_spec(self) -> ModelSpec:
+        found = [spec for spec in self.store.manifest.values() if spec.task == TASKS["adapter"]]
+        if not found:
+            raise InvalidParameter("no IP-Adapter in the model manifest")
+        return found[0]
+
+    @staticmethod
+    def _image(image: np.ndarray | None, item: RenderRequest, what: str) -> None:
+        if image is None or image.shape != (item.height, item.width, 3) or image.dtype != np.uint8:
+            raise InvalidParameter(f"{what} must be {item.height}x{item.width}x3 uint8 RGB")
+
+
+def _to_uint8(image: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray((np.clip(image, 0.0, 1.0) * 255.0).round().astype(np.uint8))

@@ -1,0 +1,88 @@
+"""Records that cross between a job and the Renderer replicas (torch-free: the ingress unpickles them).
+
+A ``RenderRequest`` is one image to generate. Requests whose ``compatibility_key()`` is equal share one pipeline call
+(per-item prompts, seeds, condition and adapter images); everything that is pipeline-wide in diffusers (the kind of
+pipeline, the size, steps, scheduler, guidance, strength, which ControlNets at which scales, the adapter's scale and
+the LoRA set) is in the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from deployments.common.engine import EngineInfo
+from deployments.common.stage import StageCall
+
+RenderKind = Literal["txt2img", "img2img", "inpaint"]
+RENDER_KINDS: tuple[str, ...] = ("txt2img", "img2img", "inpaint")
+DEFAULT_RENDER_MODEL = "sdxl-base-1.0"
+
+
+@dataclass(frozen=True, eq=False)
+class Condition:
+    """A ControlNet's condition: ``controlnet`` names its manifest entry, ``image`` is HxWx3 uint8 RGB at the
+    render's size (a pose skeleton, Canny edges), ``scale`` its ``controlnet_conditioning_scale``."""
+
+    controlnet: str
+    image: np.ndarray
+    scale: float = 1.0
+
+
+@dataclass(frozen=True, eq=False)
+class RenderRequest:
+    """One image to render. ``image`` is the start image of ``img2img`` and ``inpaint`` (HxWx3 uint8 RGB at the
+    render's size), ``mask`` the region ``inpaint`` repaints (HxW uint8, 255 = repaint). ``seed`` ``None``: the
+    renderer draws one (and answers it). ``adapter_image``: the face whose likeness the IP-Adapter carries, at
+    ``adapter_scale``. ``loras``: ``(manifest name, weight)`` pairs."""
+
+    prompt: str
+    kind: RenderKind = "txt2img"
+    negative_prompt: str = ""
+    width: int = 1024
+    height: int = 1024
+    steps: int = 30
+    scheduler: str = "default"
+    guidance: float = 5.0
+    strength: float = 1.0
+    seed: int | None = None
+    image: np.ndarray | None = None
+    mask: np.ndarray | None = None
+    conditions: tuple[Condition, ...] = ()
+    adapter_image: np.ndarray | None = None
+    adapter_scale: float = 0.0
+    loras: tuple[tuple[str, float], ...] = ()
+    model: str = DEFAULT_RENDER_MODEL
+
+    def compatibility_key(self) -> tuple:
+        """What must be equal for two requests to share one pipeline call."""
+        return (
+            self.model,
+            self.kind,
+            self.width,
+            self.height,
+            self.steps,
+            self.scheduler,
+            float(self.guidance),
+            float(self.strength) if self.kind != "txt2img" else None,
+            tuple((condition.controlnet, float(condition.scale)) for condition in self.conditions),
+            float(self.adapter_scale) if self.adapter_image is not None else None,
+            tuple((name, float(weight)) for name, weight in self.loras),
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Rendered:
+    """The rendered image (HxWx3 uint8 RGB), the seed it was drawn from, what it cost (``load_s``: weights loaded for
+    this call, ``render_s``: the pipeline call, ``batch``: how many requests shared it) and the engine."""
+
+    image: np.ndarray
+    seed: int
+    timings: dict[str, float] = field(default_factory=dict)
+    engine: EngineInfo | None = None
+
+
+RENDERER = "Renderer"
+RENDER: StageCall[RenderRequest, Rendered] = StageCall(RENDERER, "render")

@@ -1,0 +1,172 @@
+"""The Renderer on tiny random SDXL parts: pulled file by file from a folder mirror through the manifest, loaded from
+the store with ``local_files_only``, rendered on the CPU at 32-48 px in 2 steps."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+pytest.importorskip("diffusers")
+
+from deployments.common.download import pull  # noqa: E402
+from deployments.common.errors import InvalidParameter, ModelUnavailable  # noqa: E402
+from deployments.common.weights import ModelState, ModelStore, load_manifest  # noqa: E402
+from deployments.render.predictor import RendererOptions, RendererPredictor  # noqa: E402
+from deployments.render.types import Condition, RenderRequest  # noqa: E402
+from tests.unit.render.tiny_sdxl import CONTROLNET, LORA, SDXL, build_mirror  # noqa: E402
+
+SIZE = 32
+PROMPTS = ("a portrait of a smiling woman", "a man in a blue suit", "studio light photo", "a red portrait")
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mirror")
+    return root, load_manifest(build_mirror(root))
+
+
+@pytest.fixture(scope="module")
+def store(mirror, tmp_path_factory):
+    root, manifest = mirror
+    store = ModelStore(tmp_path_factory.mktemp("store"), manifest)
+    outcomes = pull(store, [SDXL, CONTROLNET, LORA], mirror=str(root))
+    assert [outcome.error for outcome in outcomes] == [None, None, None]
+    return store
+
+
+@pytest.fixture(scope="module")
+def renderer(store):
+    predictor = RendererPredictor(store, RendererOptions(device="cpu"))
+    calls: list[tuple[int, np.ndarray]] = []
+    original = predictor._call_pipeline
+
+    def counted(pipeline, kwargs):
+        images = original(pipeline, kwargs)
+        calls.append((len(kwargs["prompt"]), images))
+        return images
+
+    predictor._call_pipeline = counted
+    predictor.calls = calls
+    return predictor
+
+
+def request(prompt: str = PROMPTS[0], **fields) -> RenderRequest:
+    values = {"model": SDXL, "width": SIZE, "height": SIZE, "steps": 2, "guidance": 5.0, "seed": 7, **fields}
+    return RenderRequest(prompt=prompt, **values)
+
+
+def pose(seed: int, size: int = SIZE) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (size, size, 3), dtype=np.uint8)
+
+
+def test_a_folder_entry_is_pulled_file_by_file_and_verified(mirror, store):
+    root, manifest = mirror
+    spec = manifest[SDXL]
+    assert store.status(SDXL).state is ModelState.PRESENT
+    assert (store.local_path(SDXL) / "model_index.json").is_file()
+    assert {part.file for part in spec.parts} >= {f"generative/{SDXL}/unet/config.json"}
+    assert (store.local_root / spec.parts[0].file).with_name("model_index.json.source.json").is_file()
+    # one altered file makes the whole entry unusable, naming the pull that fixes it
+    other = ModelStore(store.local_root, manifest)
+    target = store.local_root / f"generative/{SDXL}/unet/config.json"
+    original = target.read_bytes()
+    try:
+        target.write_bytes(original.replace(b"{", b"{ ", 1))
+        status = other.status(SDXL)
+        assert status.state is ModelState.SIZE_MISMATCH
+        assert status.fix == f"portrait models pull {SDXL}"
+    finally:
+        target.write_bytes(original)
+
+
+def test_a_render_answers_an_image_of_the_requested_size(renderer):
+    item = request(width=48, height=32)
+    renderer.admit(item)
+    (rendered,) = renderer.render([item])
+    assert rendered.image.shape == (32, 48, 3) and rendered.image.dtype == np.uint8
+    assert rendered.seed == 7
+    assert rendered.engine.weights == SDXL and rendered.timings["batch"] == 1.0
+
+
+def test_one_compatibility_key_is_one_pipeline_call_equal_to_single_calls(renderer):
+    items = [request(prompt, seed=seed, negative_prompt="blue" * (seed % 2)) for seed, prompt in enumerate(PROMPTS)]
+    assert len({item.compatibility_key() for item in items}) == 1
+    renderer.calls.clear()
+    batched = renderer.render(items)
+    assert [size for size, _ in renderer.calls] == [4]
+    together = renderer.calls[0][1]
+    for index, item in enumerate(items):
+        renderer.calls.clear()
+        (alone,) = renderer.render([item])
+        np.testing.assert_allclose(together[index], renderer.calls[0][1][0], atol=1e-5, rtol=0)
+        assert np.abs(alone.image.astype(int) - batched[index].image.astype(int)).max() <= 1
+        assert batched[index].seed == index
+
+
+def test_controlnet_conditions_batch_per_item_and_keys_split_groups(renderer):
+    conditioned = [
+        request(prompt, seed=i, conditions=(Condition(CONTROLNET, pose(i), 0.8),))
+        for i, prompt in enumerate(PROMPTS[:2])
+    ]
+    other_size = request(width=40)
+    other_steps = dataclasses.replace(request(), steps=3)
+    renderer.calls.clear()
+    results = renderer.render([conditioned[0], other_size, conditioned[1], other_steps])
+    assert sorted(size for size, _ in renderer.calls) == [1, 1, 2]
+    assert results[1].image.shape == (SIZE, 40, 3)
+    together = next(images for size, images in renderer.calls if size == 2)
+    for index, item in enumerate(conditioned):
+        renderer.calls.clear()
+        renderer.render([item])
+        np.testing.assert_allclose(together[index], renderer.calls[0][1][0], atol=1e-5, rtol=0)
+
+
+def test_a_lora_set_is_its_own_group_and_off_again_after(renderer):
+    base = request()
+    with_lora = request(loras=((LORA, 1.0),))
+    assert base.compatibility_key() != with_lora.compatibility_key()
+    renderer.calls.clear()
+    before = renderer.render([base])[0].image
+    plain, styled = renderer.render([base, with_lora])
+    assert len(renderer.calls) == 3  # the single base call, then one per group
+    assert np.abs(styled.image.astype(int) - plain.image.astype(int)).max() > 0
+    np.testing.assert_array_equal(plain.image, before)
+    np.testing.assert_array_equal(renderer.render([base])[0].image, before)
+
+
+def test_img2img_and_inpaint_render_at_the_start_images_size(renderer):
+    start = pose(11)
+    mask = np.zeros((SIZE, SIZE), np.uint8)
+    mask[8:24, 8:24] = 255
+    img2img = request(kind="img2img", image=start, strength=0.6)
+    inpaint = request(kind="inpaint", image=start, mask=mask, strength=1.0)
+    for item in (img2img, inpaint):
+        renderer.admit(item)
+    results = renderer.render([img2img, inpaint])
+    assert [result.image.shape for result in results] == [(SIZE, SIZE, 3)] * 2
+
+
+def test_admission_refuses_what_the_pipeline_must_not_run(renderer):
+    with pytest.raises(InvalidParameter, match="multiples of 8"):
+        renderer.admit(request(width=36))
+    with pytest.raises(InvalidParameter, match="unknown controlnet"):
+        renderer.admit(request(conditions=(Condition("nope", pose(0), 1.0),)))
+    with pytest.raises(InvalidParameter, match="start image"):
+        renderer.admit(request(kind="img2img"))
+    with pytest.raises(InvalidParameter, match="unknown lora"):
+        renderer.admit(request(loras=((SDXL, 1.0),)))
+
+
+def test_a_missing_model_is_a_503_naming_the_pull_command(mirror, tmp_path):
+    _, manifest = mirror
+    predictor = RendererPredictor(ModelStore(tmp_path, manifest), RendererOptions(device="cpu"))
+    item = request()
+    predictor.admit(item)  # known, just not fetched
+    with pytest.raises(ModelUnavailable) as raised:
+        predictor.render([item])
+    assert raised.value.http_status == 503 and raised.value.code == "model_unavailable"
+    assert f"portrait models pull {SDXL}" in raised.value.message
+    assert "--group generative" in raised.value.message
+    assert predictor.health()["not_loaded"] == [SDXL, CONTROLNET, LORA]
