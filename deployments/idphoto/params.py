@@ -180,7 +180,7 @@ class IdPhotoParams(JobParams):
             raise ValueError("give the custom size in pixels or in millimetres, not both")
         if self.spec is not None and (px[0] is not None or mm[0] is not None):
             raise ValueError("spec and a custom size (width_px/height_px or width_mm/height_mm) exclude each other")
-        if self.spec is not None and "dpi" in self.model_fields_set:
+        if self.spec is not None and self._asked("dpi"):
             raise ValueError("dpi applies to a custom size; a preset carries its own DPI")
         if mm[0] is not None:
             px = (mm_to_px(mm[0], self.dpi), mm_to_px(mm[1], self.dpi))
@@ -216,7 +216,9 @@ class IdPhotoParams(JobParams):
 
     def _consistent_canvas(self) -> None:
         canvas = (self.canvas_width_mm, self.canvas_height_mm)
-        custom_fields = sorted({"canvas_width_mm", "canvas_height_mm", "canvas_dpi", "gap_mm"} & self.model_fields_set)
+        custom_fields = [
+            name for name in ("canvas_dpi", "canvas_height_mm", "canvas_width_mm", "gap_mm") if self._asked(name)
+        ]
         if self.layout != "custom":
             if custom_fields:
                 raise ValueError(f"{', '.join(custom_fields)} apply to layout=custom only")
@@ -227,6 +229,12 @@ class IdPhotoParams(JobParams):
         too_large = SHEET_OUTPUT.problem(width_px, height_px)
         if too_large is not None:
             raise ValueError(f"{too_large}: ask for a smaller canvas or a lower canvas_dpi")
+
+    def _asked(self, name: str) -> bool:
+        """Whether the caller set ``name`` to something other than its default: only then is it refused beside an
+        option that excludes it, so the model's own dump (defaults included, as records and ``meta.params`` hold it)
+        validates again, as a language model's answer that spells out defaults does."""
+        return name in self.model_fields_set and getattr(self, name) != type(self).model_fields[name].default
 
     def touchups(self) -> Touchups:
         return Touchups(

@@ -176,7 +176,7 @@ def test_a_chosen_job_takes_options_from_the_prompt_and_refuses_another_jobs_opt
     ("prompt", "problem"),
     [
         ("放大3倍", "upscale"),  # understood, but the job offers 1, 2 or 4
-        ("一寸照 300dpi", "dpi applies to a custom size"),
+        ("一寸照 600dpi", "dpi applies to a custom size"),  # 300 is the default: a dump of the params says it
         ("一寸照 295x413像素", "exclude each other"),
         ("证件照 10-5KB", "must not exceed"),
     ],
