@@ -39,11 +39,13 @@ class AppArgs(BaseModel):
     # The instruction interpreter and the compliance gate call it by handle; without it they use instructions.llm's
     # endpoint, or the rules.
     llm: LlmDeploymentArgs | None = None
-    # API keys ({keys: [{id, sha256, rate_per_s, burst, daily_quota, tasks, callback_secret}], keys_file});
+    # API keys ({keys: [{id, sha256, rate_per_s, burst, daily_quota, tasks, callback_secret_env}], keys_file}; a
+    # key's callback_secret itself goes in keys_file: Ray logs these args at import);
     # docs/operations.md "Keys and quotas". Without keys every route is open, as on a laptop.
     auth: AuthConfig = Field(default_factory=AuthConfig)
     # Asynchronous jobs (/v1/jobs; they run in the bucket runner): {store, retention_s, max_queued, max_queued_per_key,
-    # open_beyond_loopback, callback_secret, callback_hosts, ...}; docs/buckets-and-jobs.md "Asynchronous jobs".
+    # open_beyond_loopback, callback_secret_file (or PORTRAIT_CALLBACK_SECRET: never the secret itself here),
+    # callback_hosts, callback_concurrency, ...}; docs/buckets-and-jobs.md "Asynchronous jobs".
     jobs: JobsConfig = Field(default_factory=JobsConfig)
 
     @model_validator(mode="after")

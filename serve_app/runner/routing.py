@@ -58,7 +58,7 @@ class BucketRoute(BaseModel):
         None, ge=1, description="delete sources (once recorded), results and records older than this"
     )
     callback_url: str | None = Field(
-        None, pattern=r"^https?://", description="POST each object's record here, signed (args.jobs.callback_secret)"
+        None, pattern=r"^https?://", description="POST each object's record here, signed (PORTRAIT_CALLBACK_SECRET)"
     )
 
     @model_validator(mode="after")
