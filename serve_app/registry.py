@@ -61,6 +61,7 @@ from deployments.cartoon.params import CartoonParams
 from deployments.colorize.params import ColorizeParams
 from deployments.common.errors import InternalError, InvalidParameter
 from deployments.common.params import JobParams
+from deployments.edit.params import EditParams
 from deployments.identity.params import IdentityParams
 from deployments.idphoto.params import IdPhotoParams
 from deployments.idphoto.step_params import STEP_PARAMS
@@ -230,6 +231,24 @@ JOB_ENTRIES: tuple[JobEntry, ...] = (
         prompt_hint="colorize a black-and-white or sepia photo (上色, 黑白照片上色, colorize)",
         example_words="上色, 黑白照片上色, colorize",
         deployments=("Colorizer",),
+    ),
+    JobEntry(
+        name="edit",
+        params_model=EditParams,
+        title=("film look", "风格编辑"),
+        description="Give a portrait a film look (80s Hong Kong film, Kodak Portra, Fujifilm, black-and-white, faded "
+        "print, cinematic teal-orange, film grain, skin texture; `GET /v1/edit/looks`), named by `look` or picked from "
+        "the words of `prompt`: colours, tone, halation, vignette and seeded grain, never the shape of a face (the "
+        "LOOK engine, no model). The faces are restored first (`restore`); `scope=face` styles only a feathered mask "
+        "over each face; `identity_keep` blends the person's own face back. Each face's identity before and after is "
+        "reported (`min_identity` refuses a lower one); a request to change a person's ethnicity, or to make a child "
+        "older or sexualised, is refused (422 `instruction_refused`). `X-Portrait-Engine` names the engine (`look`).",
+        result_media_types={"image/jpeg": "jpg", "image/png": "png", "image/webp": "webp"},
+        prompt_hint="give a portrait a film look or texture: Hong Kong film, Kodak, Fuji, grain, faded, cinematic "
+        "(港风, 胶片, 颗粒感, 质感, 滤镜)",
+        example_words="港风胶片, 胶片颗粒, film look",
+        deployments=("FaceAnalyzer", "IdentityJudge"),
+        on_page=False,  # the page's radio and options fieldset come next (#36)
     ),
     JobEntry(
         name="identity",

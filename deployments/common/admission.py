@@ -16,6 +16,7 @@ whole to a network.
 | restored photo output | 64 MP | ``upscale`` 4 takes photos up to 4 MP, 2 up to 16 MP |
 | cartoon output (the input's size) | 50 MP | the decode cap; the network sees at most 720x2048 |
 | colorized photo (the input's size) | 50 MP | the decode cap; the network sees its lightness at 512² (at most 1024²) |
+| edited photo (the input's size) | 24 MP | the LOOK engine works the whole photo in float32 (12 B/px an array) |
 | whole photo into a stage (faces, matting) | 50 MP | the stage shrinks it for its network |
 | face crop into a restorer | 1024x1024 | crops are 256 or 512 |
 | tile into the upscaler | 512x512 | the job cuts 400 px tiles with 10 px context |
@@ -77,6 +78,7 @@ IDPHOTO_OUTPUT = PixelCap("an ID photo", 4 * MEGAPIXEL)
 RESTORE_OUTPUT = PixelCap("a restored photo", 64 * MEGAPIXEL)
 CARTOON_OUTPUT = PixelCap("a cartoon (the size of its photo)", 50 * MEGAPIXEL)
 COLORIZE_OUTPUT = PixelCap("a colorized photo (the size of its photo)", 50 * MEGAPIXEL)
+EDIT_OUTPUT = PixelCap("an edited photo (the size of its photo)", 24 * MEGAPIXEL)
 
 # Model stage inputs, per item.
 PHOTO_STAGE_INPUT = PixelCap("a photo for face analysis or matting", 50 * MEGAPIXEL)

@@ -11,6 +11,7 @@ values in the job outcomes, not exceptions; they become errors only where a requ
     │   ├── UnsupportedImage        415 unsupported_image
     │   ├── CorruptImage            400 corrupt_image
     │   ├── InvalidParameter        422 invalid_parameter
+    │   │   └── InstructionRefused  422 instruction_refused (an edit the policy refuses: ``deployments/edit/words.py``)
     │   ├── UnsupportedVideo        415 unsupported_video  (not a container we read; no video stream)
     │   ├── VideoNeedsJob           415 video_needs_job    (a video sent to a synchronous route: use /v1/jobs)
     │   ├── CorruptVideo            400 corrupt_video
@@ -73,6 +74,13 @@ class CorruptImage(InputError):
 class InvalidParameter(InputError):
     code = "invalid_parameter"
     http_status = 422
+
+
+class InstructionRefused(InvalidParameter):
+    """A request for an edit the service refuses (a person's ethnicity changed, a child made older or sexualised):
+    ``details`` holds ``reason_code`` and the reason in English and Chinese (``reason_en``, ``reason_zh``)."""
+
+    code = "instruction_refused"
 
 
 class UnsupportedVideo(InputError):

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from deployments.common.errors import InputError, InvalidParameter
 from deployments.common.params import JobParams
+from deployments.edit.words import refuse_edit
 
 # An instruction is a sentence or two; anything longer is a pasted document, not a request (and costs the model).
 MAX_PROMPT_CHARS = 2000
@@ -60,8 +61,8 @@ class InstructionInterpreter(Protocol):
 
 
 def check_prompt(prompt: object) -> str:
-    """The prompt, stripped; refuse what is not text, empty, or longer than an instruction can be (before or after
-    NFKC normalisation)."""
+    """The prompt, stripped; refuse what is not text, empty, longer than an instruction can be (before or after
+    NFKC normalisation), or an edit the policy refuses (``deployments/edit/words.py``)."""
     if not isinstance(prompt, str):
         raise InvalidParameter("prompt must be text", details={"field": "prompt"})
     text = prompt.strip()
@@ -77,4 +78,5 @@ def check_prompt(prompt: object) -> str:
             f"the prompt has {length} characters (NFKC-normalised); an instruction is at most {MAX_PROMPT_CHARS}",
             details={"field": "prompt", "max_chars": MAX_PROMPT_CHARS},
         )
+    refuse_edit(text)  # the edit refusal policy (422 instruction_refused), whichever interpreter reads the prompt
     return text

@@ -20,6 +20,7 @@ import yaml
 
 from deployments.common.errors import InternalError
 from deployments.common.params import JobParams
+from deployments.edit.looks import default_looks
 from serve_app.jobs import JobContext
 from serve_app.registry import JOB_ENTRIES, JobEntry
 
@@ -170,6 +171,9 @@ def build_vocabulary(
     if "spec" in field_tasks:
         for slug, spec in context.id_specs.items():
             add([slug, spec.name, spec.name_en, *spec.aliases], field_tasks["spec"], {"spec": slug})
+    if "look" in field_tasks:
+        for name, look in default_looks().items():
+            add([name, look.title_zh, look.title_en, *look.words], field_tasks["look"], {"look": name})
     if "style" in field_tasks:
         for style in context.cartoon_styles:
             add([style], field_tasks["style"], {"style": style})

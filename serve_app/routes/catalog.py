@@ -1,5 +1,5 @@
-"""What the service offers: the jobs (``/v1/tasks``), the models (``/v1/models``), the ID-photo standards and the
-cartoon styles.
+"""What the service offers: the jobs (``/v1/tasks``), the models (``/v1/models``), the ID-photo standards, the
+cartoon styles and the film looks.
 
 (No ``from __future__ import annotations`` here: FastAPI resolves the route annotations at run time.)
 """
@@ -7,6 +7,7 @@ cartoon styles.
 from fastapi import APIRouter, Request
 
 from deployments.cartoon.types import CARTOON_DEPLOYMENTS
+from deployments.edit.looks import default_looks
 from serve_app.app_state import health_reports, settings_of
 from serve_app.instructions.vocabulary import enum_values
 from serve_app.jobs import job_context
@@ -90,3 +91,10 @@ async def cartoon_styles(request: Request) -> dict:
             for style in job_context(settings_of(request)).cartoon_styles
         ]
     }
+
+
+@router.get("/v1/edit/looks", tags=["jobs"])
+async def edit_looks() -> dict:
+    """Every film look of the edit job (``configs/looks.yaml``): its name (the ``look`` option) and its titles in
+    Chinese and English. The LOOK engine runs them all on a CPU: no weights."""
+    return {"looks": [{**look.to_json(), "engine": "look"} for look in default_looks().values()]}

@@ -1,0 +1,49 @@
+"""Options of the edit job (HTTP form/JSON, bucket metadata, CLI): a text-guided style of a portrait."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from deployments.common.params import JobParams
+from deployments.edit.looks import default_looks
+
+# Every look the service offers (``configs/looks.yaml``), read once at import: a look added there is offered with no
+# code change.
+LOOK_NAMES = tuple(default_looks())
+MAX_PROMPT_CHARS = 500
+
+
+class EditParams(JobParams):
+    prompt: str | None = Field(
+        None,
+        max_length=MAX_PROMPT_CHARS,
+        description="what the edit should do, in words (zh or en): picks the look when `look` is not given "
+        '("80年代港风胶片质感" is hk80s); a request to change a person\'s ethnicity, or to make a child older or '
+        "sexualised, is refused (422 instruction_refused)",
+    )
+    look: Literal[LOOK_NAMES] | None = Field(
+        None, description=f"the film look ({', '.join(LOOK_NAMES)}; GET /v1/edit/looks); default: from the prompt"
+    )
+    scope: Literal["whole", "face"] = Field(
+        "whole", description="whole: the photo; face: only a feathered mask over each face, the rest untouched"
+    )
+    strength: float = Field(1.0, ge=0.0, le=1.0, description="0 keeps the photo, 1 the full look")
+    identity_keep: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="how much of the person's own face is blended back over the look, through a feathered mask over "
+        "each face (1: the face region as restored)",
+    )
+    restore: bool = Field(True, description="restore the faces first (the restore job's restorer)")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="the grain's seed: the same seed gives the same result")
+    min_identity: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="refuse (422 identity_changed) a result whose face's similarity to the face before the look is "
+        "below this, on the identity judge's scale (each face's identity is reported either way)",
+    )
+    format: Literal["auto", "jpeg", "png", "webp"] = Field("auto", description="auto: JPEG for JPEG input, else PNG")

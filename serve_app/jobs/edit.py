@@ -1,0 +1,141 @@
+"""Text-guided face style (``POST /v1/edit``): decode → restore the faces (``restore``) → the editor (the LOOK
+engine: a film look over the photo, or only the faces with ``scope=face``) → the person's own face blended back
+(``identity_keep``) → the identity judge per face, the restored face before against the edited face after → encode.
+
+The refusal policy runs first (``deployments/edit/words.py``): at parse, so the instruction interpreters, bucket
+routes and the HTTP route refuse alike. The orchestration only: the pure steps live in ``deployments/edit/``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import cv2
+import numpy as np
+
+from deployments.common.admission import EDIT_OUTPUT, FACE_CROP_INPUT
+from deployments.common.engine import EngineInfo
+from deployments.common.errors import InvalidParameter, NoFaceFound
+from deployments.common.params import parse_params
+from deployments.edit.editor import Editor, LookEditor, PhotoToEdit
+from deployments.edit.looks import Look, default_looks
+from deployments.edit.mask import face_mask
+from deployments.edit.params import LOOK_NAMES, EditParams
+from deployments.edit.pipeline import compose_edit
+from deployments.edit.words import look_from_prompt, refuse_edit
+from deployments.faces.types import ANALYZE_FACES, Face
+from deployments.identity.types import FaceToJudge
+from deployments.restore.gray import is_gray
+from deployments.restore.params import RestoreParams
+from deployments.restore.pipeline import select_faces
+from serve_app.backend import Backend
+from serve_app.jobs.context import JobContext, Timings, decode_upload
+from serve_app.jobs.deadline import run_in_worker
+from serve_app.jobs.identity import photo_face, report_identities
+from serve_app.jobs.restore import default_restore_model, restore_faces
+from serve_app.jobs.results import JobResult, encode_job_result
+
+RESTORE_DEFAULTS = RestoreParams()  # the faces restored as the restore job's defaults restore them
+
+
+def parse(fields: Mapping[str, Any], context: JobContext) -> EditParams:
+    params = parse_params(EditParams, fields)
+    refuse_edit(params.prompt)
+    if params.look is None and params.prompt is not None:
+        chosen_look(params)  # a prompt naming no look is refused now, not after the upload is decoded
+    return params
+
+
+def looks_named() -> str:
+    looks = default_looks()
+    return ", ".join(f"{name} ({looks[name].title_en} / {looks[name].title_zh})" for name in LOOK_NAMES)
+
+
+def chosen_look(params: EditParams) -> tuple[Look, str]:
+    """The look the params name, else the one the prompt's words pick, and which of the two chose it."""
+    looks = default_looks()
+    if params.look is not None:
+        return looks[params.look], "look"
+    name = look_from_prompt(params.prompt, looks) if params.prompt else None
+    if name is None:
+        said = f"the prompt {params.prompt!r} names no look" if params.prompt else "no look and no prompt were given"
+        raise InvalidParameter(
+            f"{said}: name one as look, or in the prompt: {looks_named()}",
+            details={"field": "look", "looks": list(LOOK_NAMES)},
+        )
+    return looks[name], "prompt"
+
+
+def editor_for(params: EditParams) -> Editor:
+    """The editor that runs ``params``: the LOOK engine (the only one today; neural editors plug in here)."""
+    return LookEditor()
+
+
+async def run(backend: Backend, data: bytes, params: EditParams, context: JobContext) -> JobResult:
+    look, chosen_by = chosen_look(params)
+    timings = Timings()
+    with timings.phase("decode"):
+        source = await decode_upload(data, context.limits, EDIT_OUTPUT)
+    with timings.phase("analyze"):
+        faces, gray = await asyncio.gather(backend.call(ANALYZE_FACES, source.rgb), run_in_worker(is_gray, source.rgb))
+    chosen = select_faces(faces, source.width, source.height, RESTORE_DEFAULTS)
+    if params.scope == "face" and not chosen:
+        raise NoFaceFound("scope=face needs a face, and none was found; send scope=whole to style the whole photo")
+    base, engines = await _restored(backend, source.rgb, chosen, params, gray, timings)
+    with timings.phase("edit"):
+        edited = await run_in_worker(editor_for(params).edit, PhotoToEdit(base, params.prompt, look, params.seed))
+    with timings.phase("compose"):
+        result = await run_in_worker(_compose, base, edited.rgb, chosen, params)
+    with timings.phase("identity"):
+        before = [judged_face(base, face) for face in chosen]
+        after = [judged_face(result, face) for face in chosen]
+        identities = await report_identities(backend, before, after, params.min_identity)
+    report = {"edit": {"look": look.name, "chosen_by": chosen_by, "scope": params.scope, "restored": bool(chosen)}}
+    return await encode_job_result(
+        params.model_copy(update={"look": look.name}),
+        source,
+        result,
+        engines + [edited.engine],
+        faces=len(chosen),
+        timings=timings,
+        fallback_engine=edited.engine.engine,
+        report=report,
+        identity=identities.lowest(),
+    )
+
+
+async def _restored(
+    backend: Backend, rgb: np.ndarray, faces: Sequence[Face], params: EditParams, gray: bool, timings: Timings
+) -> tuple[np.ndarray, list[EngineInfo]]:
+    """The photo with its faces restored (the restore job's own steps), or as it came (``restore=false``, no face)."""
+    if not params.restore or not faces:
+        return rgb, []
+    model = await default_restore_model(backend)
+    restored = await restore_faces(backend, rgb, faces, RESTORE_DEFAULTS, model, gray, timings)
+    return restored.rgb, restored.engines
+
+
+def judged_face(rgb: np.ndarray, face: Face) -> FaceToJudge:
+    """The face's region as the judge takes it, shrunk (with its landmarks) to the judge's input cap when a large face
+    on a large photo exceeds it (the judge aligns to 150 px: nothing is lost)."""
+    item = photo_face(rgb, face)
+    height, width = item.image.shape[:2]
+    scale = min(1.0, (FACE_CROP_INPUT.max_pixels / (width * height)) ** 0.5 * 0.99)
+    if scale == 1.0:
+        return item
+    size = (max(int(width * scale), 1), max(int(height * scale), 1))
+    small = cv2.resize(item.image, size, interpolation=cv2.INTER_AREA)
+    return FaceToJudge(small, np.asarray(item.landmarks, float) * (size[0] / width, size[1] / height))
+
+
+def _compose(base: np.ndarray, styled: np.ndarray, faces: Sequence[Face], params: EditParams) -> np.ndarray:
+    mask = face_mask(base.shape[:2], faces) if faces else None
+    return compose_edit(
+        base,
+        styled,
+        strength=params.strength,
+        region=mask if params.scope == "face" else None,
+        face=mask,
+        identity_keep=params.identity_keep,
+    )
