@@ -35,6 +35,8 @@ class ModelReplica:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "stage" not in cls.__dict__:  # cloudpickle rebuilds a class in a replica as an empty skeleton first
+            return
         missing = [name for name in cls.stage.batched if not hasattr(getattr(cls, name, None), "set_max_batch_size")]
         if missing:
             raise TypeError(

@@ -71,3 +71,12 @@ def test_a_deployment_file_is_the_size_of_rays_examples():
         stages = path.read_text(encoding="utf-8").count("(ModelReplica):")
         lines = len(path.read_text(encoding="utf-8").splitlines())
         assert stages >= 1 and lines <= 40 * stages, f"{path}: {lines} lines for {stages} stage(s)"
+
+
+def test_every_stage_class_survives_the_trip_serve_gives_it():
+    """Serve ships a deployment's class to its replica by value (cloudpickle rebuilds it from an empty skeleton)."""
+    from ray import cloudpickle
+
+    for deployment in model_deployments():
+        rebuilt = cloudpickle.loads(cloudpickle.dumps(deployment.func_or_class))
+        assert rebuilt.stage == stage_of(deployment)
