@@ -12,10 +12,10 @@ imported here only, when the first request loads a model: the ingress and ``type
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
-import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ import torch
 
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter, ModelUnavailable
+from deployments.common.timings import Timings
 from deployments.common.torch_device import DeviceOptions, pick_device
 from deployments.common.weights import ModelSpec, ModelStore, fix_command
 from deployments.render.types import RENDER_KINDS, Rendered, RenderRequest
@@ -157,25 +158,26 @@ class RendererPredictor:
 
     def _render_group(self, items: list[RenderRequest]) -> list[Rendered]:
         first = items[0]
-        started = time.perf_counter()
-        loaded = self._base(first.model)
-        if any(item.adapter_image is not None for item in items):
-            self.load_adapter(first.model)
-        controlnets = [self._controlnet(condition.controlnet) for condition in first.conditions]
-        self._apply_loras(loaded, first.loras)
-        load_s = time.perf_counter() - started
+        timings = Timings()
+        with timings.phase("load"):
+            loaded = self._base(first.model)
+            if any(item.adapter_image is not None for item in items):
+                self.load_adapter(first.model)
+            controlnets = [self._controlnet(condition.controlnet) for condition in first.conditions]
+            self._apply_loras(loaded, first.loras)
         pipeline = self._pipeline(loaded, first, controlnets)
         seeds = [item.seed if item.seed is not None else secrets.randbelow(2**31) for item in items]
         kwargs = self._arguments(pipeline, loaded, items, seeds)
-        started = time.perf_counter()
-        images = self._call_pipeline(pipeline, kwargs)
-        render_s = time.perf_counter() - started
-        timings = {"load_s": load_s, "render_s": render_s, "batch": float(len(items))}
-        return [Rendered(_to_uint8(image), seed, dict(timings), loaded.info) for image, seed in zip(images, seeds)]
+        with timings.phase("render"):
+            images = self._call_pipeline(pipeline, kwargs)
+        return [
+            Rendered(_to_uint8(image), seed, dict(timings.ms), len(items), loaded.info)
+            for image, seed in zip(images, seeds)
+        ]
 
     def _call_pipeline(self, pipeline: Any, kwargs: dict[str, Any]) -> np.ndarray:
         """The one diffusers call of a group: ``B×H×W×3`` float in [0, 1]."""
-        with torch.inference_mode():
+        with torch.inference_mode(), _embeds_as_given(pipeline, kwargs.get("ip_adapter_image_embeds")):
             return pipeline(**kwargs, output_type="np").images
 
     def _pipeline(self, loaded: _Loaded, first: RenderRequest, controlnets: list[Any]) -> Any:
@@ -340,6 +342,20 @@ class RendererPredictor:
     def _image(image: np.ndarray | None, item: RenderRequest, what: str) -> None:
         if image is None or image.shape != (item.height, item.width, 3) or image.dtype != np.uint8:
             raise InvalidParameter(f"{what} must be {item.height}x{item.width}x3 uint8 RGB")
+
+
+@contextlib.contextmanager
+def _embeds_as_given(pipeline: Any, embeds: list[torch.Tensor] | None) -> Iterator[None]:
+    """diffusers repeats ``ip_adapter_image_embeds`` once per prompt (one face for the whole batch), so per-item
+    embeds of a batch of B would reach each item as B faces; for this call the pipeline takes ours as they are."""
+    if embeds is None:
+        yield
+        return
+    pipeline.prepare_ip_adapter_image_embeds = lambda *args, **kwargs: embeds
+    try:
+        yield
+    finally:
+        del pipeline.prepare_ip_adapter_image_embeds
 
 
 def _to_uint8(image: np.ndarray) -> np.ndarray:

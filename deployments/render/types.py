@@ -75,12 +75,14 @@ class RenderRequest:
 
 @dataclass(frozen=True, eq=False)
 class Rendered:
-    """The rendered image (HxWx3 uint8 RGB), the seed it was drawn from, what it cost (``load_s``: weights loaded for
-    this call, ``render_s``: the pipeline call, ``batch``: how many requests shared it) and the engine."""
+    """The rendered image (HxWx3 uint8 RGB), the seed it was drawn from, what it cost (``timings_ms``: ``load``,
+    weights loaded for this call, and ``render``, the pipeline call), how many requests shared that call
+    (``batch_size``) and the engine."""
 
     image: np.ndarray
     seed: int
-    timings: dict[str, float] = field(default_factory=dict)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    batch_size: int = 1
     engine: EngineInfo | None = None
 
 

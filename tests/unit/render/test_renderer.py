@@ -15,7 +15,7 @@ from deployments.common.errors import InvalidParameter, ModelUnavailable  # noqa
 from deployments.common.weights import ModelState, ModelStore, load_manifest  # noqa: E402
 from deployments.render.predictor import RendererOptions, RendererPredictor  # noqa: E402
 from deployments.render.types import Condition, RenderRequest  # noqa: E402
-from tests.unit.render.tiny_sdxl import CONTROLNET, LORA, SDXL, build_mirror  # noqa: E402
+from tests.unit.render.tiny_sdxl import ADAPTER, CONTROLNET, LORA, SDXL, build_mirror  # noqa: E402
 
 SIZE = 32
 PROMPTS = ("a portrait of a smiling woman", "a man in a blue suit", "studio light photo", "a red portrait")
@@ -31,8 +31,8 @@ def mirror(tmp_path_factory):
 def store(mirror, tmp_path_factory):
     root, manifest = mirror
     store = ModelStore(tmp_path_factory.mktemp("store"), manifest)
-    outcomes = pull(store, [SDXL, CONTROLNET, LORA], mirror=str(root))
-    assert [outcome.error for outcome in outcomes] == [None, None, None]
+    outcomes = pull(store, [SDXL, CONTROLNET, LORA, ADAPTER], mirror=str(root))
+    assert [outcome.error for outcome in outcomes] == [None] * 4
     return store
 
 
@@ -87,7 +87,7 @@ def test_a_render_answers_an_image_of_the_requested_size(renderer):
     (rendered,) = renderer.render([item])
     assert rendered.image.shape == (32, 48, 3) and rendered.image.dtype == np.uint8
     assert rendered.seed == 7
-    assert rendered.engine.weights == SDXL and rendered.timings["batch"] == 1.0
+    assert rendered.engine.weights == SDXL and rendered.batch_size == 1 and set(rendered.timings_ms) == {"load", "render"}
 
 
 def test_one_compatibility_key_is_one_pipeline_call_equal_to_single_calls(renderer):
@@ -136,6 +136,26 @@ def test_a_lora_set_is_its_own_group_and_off_again_after(renderer):
     np.testing.assert_array_equal(renderer.render([base])[0].image, before)
 
 
+def test_adapter_faces_are_per_item_and_scale_zero_equals_no_adapter(store, renderer):
+    plain = RendererPredictor(store, RendererOptions(device="cpu")).render([request()])[0].image
+    faces = [
+        request(prompt, seed=i, adapter_image=pose(20 + i, 40), adapter_scale=0.7)
+        for i, prompt in enumerate(PROMPTS[:2])
+    ]
+    renderer.calls.clear()
+    renderer.render(faces)
+    assert [size for size, _ in renderer.calls] == [2]
+    together = renderer.calls[0][1]
+    for index, item in enumerate(faces):
+        renderer.calls.clear()
+        renderer.render([item])
+        np.testing.assert_allclose(together[index], renderer.calls[0][1][0], atol=1e-5, rtol=0)
+    # the adapter loaded, a request without a face (or at scale 0) renders as without the adapter
+    np.testing.assert_array_equal(renderer.render([request()])[0].image, plain)
+    zero = renderer.render([request(adapter_image=pose(30, 40), adapter_scale=0.0)])[0].image
+    np.testing.assert_array_equal(zero, plain)
+
+
 def test_img2img_and_inpaint_render_at_the_start_images_size(renderer):
     start = pose(11)
     mask = np.zeros((SIZE, SIZE), np.uint8)
@@ -169,4 +189,4 @@ def test_a_missing_model_is_a_503_naming_the_pull_command(mirror, tmp_path):
     assert raised.value.http_status == 503 and raised.value.code == "model_unavailable"
     assert f"portrait models pull {SDXL}" in raised.value.message
     assert "--group generative" in raised.value.message
-    assert predictor.health()["not_loaded"] == [SDXL, CONTROLNET, LORA]
+    assert predictor.health()["not_loaded"] == [SDXL, CONTROLNET, ADAPTER, LORA]

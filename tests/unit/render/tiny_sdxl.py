@@ -17,6 +17,8 @@ import yaml
 SDXL = "sdxl-tiny"
 CONTROLNET = "controlnet-tiny"
 LORA = "lora-tiny"
+ADAPTER = "ip-adapter-tiny"
+ADAPTER_FILE = "sdxl_models/ip-adapter_tiny.safetensors"
 BLOCKS = (8, 16)
 HEADS = (2, 4)
 TEXT_HIDDEN = 32
@@ -193,6 +195,55 @@ def save_lora(folder: Path) -> Path:
     return folder / "pytorch_lora_weights.safetensors"
 
 
+def save_ip_adapter(folder: Path) -> None:
+    """A random IP-Adapter in h94/IP-Adapter's layout: the adapter's file under ``sdxl_models/`` (``image_proj.*``
+    and ``ip_adapter.<n>.to_{k,v}_ip`` for each cross-attention, numbered 1, 3, 5... as the official files are) and a
+    CLIP vision encoder under ``models/image_encoder``. The plain adapter's projection, not plus-face's resampler:
+    the renderer's per-item embeddings do not depend on which."""
+    from diffusers.models.attention_processor import IPAdapterAttnProcessor
+    from diffusers.models.embeddings import ImageProjection
+    from safetensors.torch import save_file
+    from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
+
+    torch.manual_seed(4)
+    unet = _unet()
+    tensors: dict[str, torch.Tensor] = {}
+    key_id = 1
+    for name in unet.attn_processors:
+        if name.endswith("attn1.processor"):
+            continue
+        block = int(name.split(".")[1]) if not name.startswith("mid_block") else -1
+        if name.startswith("mid_block"):
+            hidden = BLOCKS[-1]
+        elif name.startswith("up_blocks"):
+            hidden = list(reversed(BLOCKS))[block]
+        else:
+            hidden = BLOCKS[block]
+        weights = IPAdapterAttnProcessor(hidden_size=hidden, cross_attention_dim=2 * TEXT_HIDDEN).state_dict()
+        tensors[f"ip_adapter.{key_id}.to_k_ip.weight"] = weights["to_k_ip.0.weight"]
+        tensors[f"ip_adapter.{key_id}.to_v_ip.weight"] = weights["to_v_ip.0.weight"]
+        key_id += 2
+    projection = ImageProjection(  # 4 tokens: the number diffusers assumes for an official plain adapter
+        cross_attention_dim=2 * TEXT_HIDDEN, image_embed_dim=TEXT_HIDDEN, num_image_text_embeds=4
+    ).state_dict()
+    tensors["image_proj.proj.weight"] = projection["image_embeds.weight"]
+    tensors["image_proj.proj.bias"] = projection["image_embeds.bias"]
+    tensors["image_proj.norm.weight"] = projection["norm.weight"]
+    tensors["image_proj.norm.bias"] = projection["norm.bias"]
+    (folder / ADAPTER_FILE).parent.mkdir(parents=True, exist_ok=True)
+    save_file({key: value.contiguous() for key, value in tensors.items()}, folder / ADAPTER_FILE)
+    vision = CLIPVisionConfig(
+        hidden_size=TEXT_HIDDEN,
+        projection_dim=TEXT_HIDDEN,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=37,
+        image_size=32,
+        patch_size=8,
+    )
+    CLIPVisionModelWithProjection(vision).save_pretrained(folder / "models" / "image_encoder")
+
+
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -214,6 +265,7 @@ def build_mirror(root: Path) -> Path:
     save_sdxl(root / "generative" / SDXL)
     save_controlnet(root / "generative" / CONTROLNET)
     lora = save_lora(root / "generative" / "loras")
+    save_ip_adapter(root / "generative" / ADAPTER)
     common = {"engine": "diffusers-sdxl", "group": "generative"}
     models = {
         SDXL: folder_entry(
@@ -231,6 +283,19 @@ def build_mirror(root: Path) -> Path:
             architecture="controlnet-sdxl",
             url="https://example.invalid/controlnet-tiny/resolve/main",
             args={"condition": "openpose"},
+            **common,
+        ),
+        ADAPTER: folder_entry(
+            root,
+            f"generative/{ADAPTER}",
+            task="ip_adapter",
+            architecture="ip-adapter-sdxl",
+            url="https://example.invalid/ip-adapter-tiny/resolve/main",
+            args={
+                "subfolder": "sdxl_models",
+                "weight_name": ADAPTER_FILE.split("/")[-1],
+                "image_encoder_folder": "models/image_encoder",
+            },
             **common,
         ),
         LORA: {
