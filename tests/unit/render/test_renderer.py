@@ -87,7 +87,8 @@ def test_a_render_answers_an_image_of_the_requested_size(renderer):
     (rendered,) = renderer.render([item])
     assert rendered.image.shape == (32, 48, 3) and rendered.image.dtype == np.uint8
     assert rendered.seed == 7
-    assert rendered.engine.weights == SDXL and rendered.batch_size == 1 and set(rendered.timings_ms) == {"load", "render"}
+    assert rendered.engine.weights == SDXL and rendered.batch_size == 1
+    assert set(rendered.timings_ms) == {"load", "render"}
 
 
 def test_one_compatibility_key_is_one_pipeline_call_equal_to_single_calls(renderer):
