@@ -4,16 +4,21 @@
     .venv/bin/python bench/bench_instructions.py --adversarial    # the worst 2000-character prompts we know
 
 Prompts are the phrasing table of ``tests/unit/instructions/test_rules.py`` (half Chinese), each read ``--rounds``
-times in this process, or (``--adversarial``) the prompts of ``test_prompt_cost.py`` plus each phrase of the
-vocabulary repeated to the length limit; no model, no I/O.
+times in this process, or (``--adversarial``) the prompts of ``test_prompt_cost.py``, each phrase of the vocabulary
+repeated to the length limit, a digit run of every script ``\\d`` reads (alone, then spaces) and ASCII digits beside
+each ASCII punctuation mark; no model, no I/O. The five slowest are then read as the ingress reads them, in a worker
+thread, while the event loop ticks: the loop's longest stall is what a concurrent ``/livez`` waits.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
+import string
 import sys
 import time
+import unicodedata
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' phrasing table
@@ -35,15 +40,42 @@ def _read_ms(rules: RuleInterpreter, prompt: str) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def worst_case(rules: RuleInterpreter, context: JobContext) -> None:
-    """The slowest of the known adversarial prompts and of every vocabulary phrase repeated to the limit."""
+def _hostile(context: JobContext) -> dict[str, str]:
+    half = MAX_PROMPT_CHARS // 2
     prompts = dict(ADVERSARIAL)
     for phrase in {phrase.text for phrase in build_vocabulary(context).phrases}:
         prompts[f"{phrase!r} repeated"] = (phrase * MAX_PROMPT_CHARS)[:MAX_PROMPT_CHARS]
+    for zero in (chr(code) for code in range(sys.maxunicode + 1) if unicodedata.category(chr(code)) == "Nd"):
+        if unicodedata.digit(zero) != 0:
+            continue  # one run per script: its zero
+        prompts[f"U+{ord(zero):04X} digits"] = zero * MAX_PROMPT_CHARS
+        prompts[f"U+{ord(zero):04X} digits then spaces"] = zero * half + " " * half
+    for mark in string.punctuation:
+        prompts[f"digits then {mark!r}"] = "1" * half + mark * half
+        prompts[f"digit and {mark!r} repeated"] = ("1" + mark) * half
+    return prompts
+
+
+async def _loop_stall_ms(rules: RuleInterpreter, prompt: str) -> float:
+    """The event loop's longest gap between 1 ms ticks while the rules read ``prompt`` in their worker thread."""
+    reading = asyncio.ensure_future(rules.interpret(prompt))
+    longest, last = 0.0, time.perf_counter()
+    while not reading.done():
+        await asyncio.sleep(0.001)
+        now = time.perf_counter()
+        longest, last = max(longest, now - last), now
+    reading.exception()  # unclear or refused: the stall is what is measured
+    return longest * 1000
+
+
+def worst_case(rules: RuleInterpreter, context: JobContext) -> None:
+    """The slowest of the hostile prompts, and how long each of the five stalls the event loop."""
+    prompts = _hostile(context)
     times_ms = sorted(((_read_ms(rules, prompt), name) for name, prompt in prompts.items()), reverse=True)
     print(f"{len(prompts)} prompts of up to {MAX_PROMPT_CHARS} characters; slowest:")
     for took_ms, name in times_ms[:5]:
-        print(f"  {took_ms:8.1f} ms  {name}")
+        stall_ms = asyncio.run(_loop_stall_ms(rules, prompts[name]))
+        print(f"  {took_ms:8.1f} ms  (event loop stalled {stall_ms:6.1f} ms)  {name}")
 
 
 def main() -> None:

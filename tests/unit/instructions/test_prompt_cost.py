@@ -1,24 +1,28 @@
 """What one prompt may cost the ingress: its length counted in the form the rules read (after NFKC), patterns that
 stay linear on any input (whitespace runs collapsed, so no two optional spaces can split a run between them; numbers
-tried from the start of their digit run only, which no answer shows: ``bench/bench_instructions.py --adversarial``
-measures it), and the reading done in a worker thread under a deadline, so the event loop keeps answering."""
+tried from the start of their digit run only, in any script), and the reading done in a worker thread under a
+deadline, so the event loop keeps answering."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
 from deployments.common.errors import Overloaded
 from serve_app.instructions import MAX_PROMPT_CHARS, InstructionUnclear, PromptTooLong, RuleInterpreter
+from serve_app.instructions.rules import _EXTRACTORS
 from serve_app.instructions.vocabulary import build_vocabulary, normalize
 from serve_app.openai_api import INSTRUCTION_BODY_BYTES
 from tests.asgi_bodies import CHUNK_BYTES, filler, send_chunked
 
-# Each was slow before the rules were made linear: digits then a run of tabs took 11.5 s (docs/BENCHMARKS.md).
+# Each was slow before the rules were made linear: digits then a run of tabs took 11.5 s, Arabic-Indic digits then
+# spaces 0.2 s (docs/BENCHMARKS.md).
 ADVERSARIAL = {
     "digits then tabs": "1" * 1000 + "\t" * 999 + "k",
+    "Arabic-Indic digits then spaces": "\u0663" * 1000 + " " * 1000,
     "one long digit run": "1" * 2000,
     "digits and spaces": "1 " * 1000,
     "a short phrase repeated": "蓝底" * 1000,
@@ -45,6 +49,17 @@ def test_adversarial_prompts_get_their_answer(rules, prompt):
     else:
         with pytest.raises(InstructionUnclear):
             rules.interpret_now(prompt)
+
+
+@pytest.mark.parametrize("digit", ["1", "\u0663", "\u0967"], ids=["ascii", "arabic-indic", "devanagari"])
+def test_no_digit_run_costs_the_number_patterns_more_than_linear_time(digit):
+    """Ten times the prompt cap, so a pattern tried from every digit of a run (O(n²): 20 s before, for ١ and १, which
+    ``\\d`` reads as digits) is told from one tried from the run's start (milliseconds) on any CI, however slow."""
+    text = digit * (10 * MAX_PROMPT_CHARS)
+    started = time.process_time()
+    for extract in _EXTRACTORS:
+        list(extract(text))
+    assert time.process_time() - started < 0.5
 
 
 def test_the_rules_read_off_the_event_loop_and_give_up_at_their_deadline(job_ctx, monkeypatch):
