@@ -12,7 +12,8 @@ whole to a network.
 
 | cap | pixels | why |
 |---|---|---|
-| ID photo output | 4 MP | every preset is under 1.6 MP; compositing costs ~75 MB per output MP |
+| ID photo output | 4 MP | presets are under 1.6 MP; also the input of the steps after crop |
+| cut-out (the size of its photo) | 16 MP | matte and crop steps: a 12 MP phone photo fits; made in bands of rows |
 | restored photo output | 64 MP | ``upscale`` 4 takes photos up to 4 MP, 2 up to 16 MP |
 | cartoon output (the input's size) | 50 MP | the decode cap; the network sees at most 720x2048 |
 | colorized photo (the input's size) | 50 MP | the decode cap; the network sees its lightness at 512² (at most 1024²) |
@@ -75,6 +76,7 @@ class PixelCap:
 
 # Job outputs.
 IDPHOTO_OUTPUT = PixelCap("an ID photo", 4 * MEGAPIXEL)
+CUT_OUT_OUTPUT = PixelCap("a cut-out (the size of its photo)", 16 * MEGAPIXEL)
 RESTORE_OUTPUT = PixelCap("a restored photo", 64 * MEGAPIXEL)
 CARTOON_OUTPUT = PixelCap("a cartoon (the size of its photo)", 50 * MEGAPIXEL)
 COLORIZE_OUTPUT = PixelCap("a colorized photo (the size of its photo)", 50 * MEGAPIXEL)

@@ -10,6 +10,7 @@ keeps the matte as the alpha channel.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Literal
 
 import cv2
@@ -17,23 +18,34 @@ import numpy as np
 
 Render = Literal["solid", "vertical", "radial"]
 TINT_WEIGHT = 0.6
+# Rows composited at a time: float32 temporaries of a band (256 rows of a 4000 px photo: 12 MB each), never the photo.
+BAND_ROWS = 256
 
 
-def render_background(colour_rgb: tuple[int, int, int], size_wh: tuple[int, int], render: Render) -> np.ndarray:
-    """Float32 RGB background in [0, 1] of ``size_wh``."""
+def render_background(
+    colour_rgb: tuple[int, int, int], size_wh: tuple[int, int], render: Render, rows: tuple[int, int] | None = None
+) -> np.ndarray:
+    """Float32 RGB background in [0, 1] of ``size_wh``; with ``rows`` (``top``, ``bottom``) only those rows of it,
+    the same values (a caller compositing a band at a time never holds the whole background in float32)."""
     width, height = size_wh
+    top, bottom = (0, height) if rows is None else rows
     base = np.asarray(colour_rgb, dtype=np.float32) / 255.0
     if render == "solid":
-        return np.broadcast_to(base, (height, width, 3)).copy()
+        return np.broadcast_to(base, (bottom - top, width, 3)).copy()
     tint = base + (1.0 - base) * TINT_WEIGHT
     if render == "vertical":
-        weight = np.linspace(0.0, 1.0, height, dtype=np.float32)[:, None, None]
-        weight = np.broadcast_to(weight, (height, width, 1))
+        weight = np.linspace(0.0, 1.0, height, dtype=np.float32)[top:bottom, None, None]
+        weight = np.broadcast_to(weight, (bottom - top, width, 1))
     else:
-        ys, xs = np.mgrid[0:height, 0:width].astype(np.float32)
+        ys, xs = np.mgrid[top:bottom, 0:width].astype(np.float32)
         centre_x, centre_y = (width - 1) / 2.0, 0.35 * (height - 1)
         distance = np.hypot(xs - centre_x, ys - centre_y)
-        weight = 1.0 - (distance / distance.max())[..., None]
+        # The farthest pixel of the whole canvas is a corner: the same maximum whichever rows are drawn.
+        corner_ys, corner_xs = np.array(
+            [[0.0, 0.0, height - 1, height - 1], [0.0, width - 1, 0.0, width - 1]], np.float32
+        )
+        farthest = np.hypot(corner_xs - centre_x, corner_ys - centre_y).max()
+        weight = 1.0 - (distance / farthest)[..., None]
     return (base * (1.0 - weight) + tint * weight).astype(np.float32)
 
 
@@ -81,3 +93,22 @@ def composite(foreground: np.ndarray, alpha: np.ndarray, background: np.ndarray)
     a = alpha[..., None]
     mixed = foreground * a + background * (1.0 - a)
     return np.clip(mixed * 255.0 + 0.5, 0, 255).astype(np.uint8)
+
+
+def composite_in_bands(
+    rgb: np.ndarray,
+    alpha: np.ndarray,
+    background_rows: Callable[[int, int], np.ndarray],
+    band_rows: int = BAND_ROWS,
+) -> np.ndarray:
+    """:func:`composite` of a uint8 cut-out (``rgb`` HxWx3, ``alpha`` HxW) over a background drawn a band of rows at
+    a time (``background_rows(top, bottom)``: float32 RGB in [0, 1]), into a uint8 result: the same pixels as the
+    whole composite, with float32 temporaries of ``band_rows`` rows only, whatever the image's size."""
+    out = np.empty(rgb.shape, dtype=np.uint8)
+    for top in range(0, rgb.shape[0], band_rows):
+        bottom = min(rgb.shape[0], top + band_rows)
+        foreground = rgb[top:bottom].astype(np.float32) / 255.0
+        out[top:bottom] = composite(
+            foreground, alpha[top:bottom].astype(np.float32) / 255.0, background_rows(top, bottom)
+        )
+    return out

@@ -44,6 +44,7 @@ MODNET_REFERENCE_PX = 512  # MODNet's reference short side (its official inferen
 SEPARATION_FACE_WIDTHS = 0.2
 # What the opening shaves off and stays this close to the person (face widths) is the person's: ears, hair locks.
 PROTRUSION_FACE_WIDTHS = 0.25
+REFINE_EPS = 1e-3  # the guided filter's regularisation (selfie mattes)
 
 
 @dataclass(frozen=True, eq=False)
@@ -215,7 +216,7 @@ def letterbox(rgb: np.ndarray, size_px: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def refine_matte(
-    coarse: np.ndarray, guide_rgb: np.ndarray, *, radius_px: int | None = None, eps: float = 1e-3
+    coarse: np.ndarray, guide_rgb: np.ndarray, *, radius_px: int | None = None, eps: float = REFINE_EPS
 ) -> np.ndarray:
     """Colour guided filter (He et al.): the output follows the coarse matte but snaps its edges to image edges.
 
@@ -225,22 +226,33 @@ def refine_matte(
     """
     height, width = coarse.shape
     if radius_px is None:
-        radius_px = max(2, int(round(0.012 * np.hypot(height, width))))
+        radius_px = refine_radius_px(height, width)
     guide = guide_rgb.astype(np.float32) * (1.0 / 255.0)
     p = coarse.astype(np.float32)
     subsample = 2 if min(height, width) >= 128 else 1
     small_wh = (width // subsample, height // subsample)
     guide_small = cv2.resize(guide, small_wh, interpolation=cv2.INTER_AREA) if subsample > 1 else guide
     p_small = cv2.resize(p, small_wh, interpolation=cv2.INTER_AREA) if subsample > 1 else p
-    coefficients = _guided_coefficients(guide_small, p_small, max(1, radius_px // subsample), eps)
+    coefficients = guided_coefficients(guide_small, p_small, max(1, radius_px // subsample), eps)
     if subsample > 1:
         coefficients = [cv2.resize(c, (width, height), interpolation=cv2.INTER_LINEAR) for c in coefficients]
+    return apply_guided(coefficients, guide)
+
+
+def refine_radius_px(height: int, width: int) -> int:
+    """The guided filter's radius for a matte of ``height`` x ``width`` (about 1.2 % of its diagonal)."""
+    return max(2, int(round(0.012 * np.hypot(height, width))))
+
+
+def apply_guided(coefficients: Sequence[np.ndarray], guide: np.ndarray) -> np.ndarray:
+    """The refined matte where the guided filter's ``(a_r, a_g, a_b, b)`` (four float32 HxW planes) meet the guide's
+    pixels (HxWx3 float32 in [0, 1]), stretched so near-certain values become exactly 0 or 1."""
     a_r, a_g, a_b, bias = coefficients
     refined = a_r * guide[..., 0] + a_g * guide[..., 1] + a_b * guide[..., 2] + bias
     return np.clip((refined - 0.12) * (1.0 / 0.84), 0.0, 1.0).astype(np.float32)
 
 
-def _guided_coefficients(guide: np.ndarray, p: np.ndarray, radius_px: int, eps: float) -> list[np.ndarray]:
+def guided_coefficients(guide: np.ndarray, p: np.ndarray, radius_px: int, eps: float) -> list[np.ndarray]:
     """Box-averaged linear coefficients ``(a_r, a_g, a_b, b)`` of the colour guided filter.
 
     Works on 2-D planes: numpy broadcasting over a trailing axis of 3 runs several times slower than plane arithmetic.
@@ -283,26 +295,56 @@ def estimate_foreground(rgb: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     Blur-fusion estimate (Forte & Pitié, 2021): local means of foreground and background colours, weighted by the
     matte, then each pixel's residual against the compositing equation is pushed into the foreground. The local
     means are smooth, so both passes (a wide one to reach across thick hair, a narrow one for detail) run at half
-    resolution; only the final correction runs per pixel. Pixels with alpha 1 are unchanged.
+    resolution; only the final correction runs per pixel. Pixels with alpha 1 are unchanged. (The matte step's
+    cut-out, ``deployments.idphoto.steps.cut_out``, runs the same two parts a band of rows at a time.)
     """
     height, width = alpha.shape
     image = rgb.astype(np.float32) * (1.0 / 255.0)
     a_full = alpha.astype(np.float32)
     small_wh = (max(1, width // 2), max(1, height // 2))
     image_small = cv2.resize(image, small_wh, interpolation=cv2.INTER_AREA)
-    a_small = np.repeat(cv2.resize(a_full, small_wh, interpolation=cv2.INTER_AREA)[..., None], 3, axis=2)
-    diagonal_small = float(np.hypot(*small_wh))
-    foreground, background = image_small, image_small
-    for radius in (max(3, int(0.08 * diagonal_small)), max(1, int(0.006 * diagonal_small))):
-        foreground, background = _blur_fusion_step(image_small, foreground, background, a_small, radius)
-    mean_f = cv2.resize(_local_mean(foreground, a_small, 1), (width, height), interpolation=cv2.INTER_LINEAR)
-    mean_b = cv2.resize(background, (width, height), interpolation=cv2.INTER_LINEAR)
-    # Only the semi-transparent band needs the per-pixel correction; elsewhere the image is the foreground.
-    band = (a_full > 0.002) & (a_full < 0.998)
-    a = a_full[band][:, None]
+    a_small = cv2.resize(a_full, small_wh, interpolation=cv2.INTER_AREA)
+    mean_f, mean_b = local_colours(image_small, a_small)
+    mean_f = cv2.resize(mean_f, (width, height), interpolation=cv2.INTER_LINEAR)
+    mean_b = cv2.resize(mean_b, (width, height), interpolation=cv2.INTER_LINEAR)
+    decontaminate(image, a_full, mean_f, mean_b)
+    return image
+
+
+def local_colours(image: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The blur fusion's smooth part on a coarse grid: the local mean colours of the subject and of the background
+    around each pixel (float32 HxWx3 each) of ``image`` (float32 RGB in [0, 1]) under ``alpha`` (float32 HxW)."""
+    a = np.repeat(alpha[..., None], 3, axis=2)
+    diagonal = float(np.hypot(image.shape[1], image.shape[0]))
+    foreground, background = image, image
+    for radius in (max(3, int(0.08 * diagonal)), max(1, int(0.006 * diagonal))):
+        foreground, background = _blur_fusion_step(image, foreground, background, a, radius)
+    return _local_mean(foreground, a, 1), background
+
+
+def decontaminate(image: np.ndarray, alpha: np.ndarray, mean_f: np.ndarray, mean_b: np.ndarray) -> None:
+    """The blur fusion's per-pixel part, in place: each semi-transparent pixel of ``image`` (float32 RGB in [0, 1])
+    takes its residual against the compositing equation, given the local colours at the same pixels; elsewhere the
+    image is the foreground."""
+    band = (alpha > 0.002) & (alpha < 0.998)
+    a = alpha[band][:, None]
     f, b = mean_f[band], mean_b[band]
     image[band] = np.clip(f + a * (image[band] - a * f - (1.0 - a) * b), 0.0, 1.0)
-    return image
+
+
+def upsample_rows(values: np.ndarray, size_wh: tuple[int, int], top: int, bottom: int) -> np.ndarray:
+    """Rows ``top:bottom`` of ``cv2.resize(values, size_wh, interpolation=cv2.INTER_LINEAR)`` (float32 HxW or
+    HxWxC), made from the grid rows they need only: the same values within float rounding, without the whole."""
+    width, height = size_wh
+    grid_rows = values.shape[0]
+    ys = np.clip((np.arange(top, bottom, dtype=np.float64) + 0.5) * (grid_rows / height) - 0.5, 0.0, grid_rows - 1)
+    lower = np.floor(ys).astype(np.intp)
+    upper = np.minimum(lower + 1, grid_rows - 1)
+    first, last = int(lower[0]), int(upper[-1])
+    # Width only (the same columns as the whole resize), then the rows blended as cv2 blends them.
+    wide = cv2.resize(values[first : last + 1], (width, last - first + 1), interpolation=cv2.INTER_LINEAR)
+    weight = (ys - lower).astype(np.float32).reshape((-1,) + (1,) * (values.ndim - 1))
+    return wide[lower - first] * (1.0 - weight) + wide[upper - first] * weight
 
 
 def _local_mean(values: np.ndarray, weights: np.ndarray, radius: int) -> np.ndarray:

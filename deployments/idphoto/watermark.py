@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from deployments.idphoto.background import BAND_ROWS
+
 logger = logging.getLogger(__name__)
 
 FONT_CANDIDATES = (
@@ -59,17 +61,22 @@ class WatermarkedPhoto:
         return note
 
 
-def draw_watermark(rgb: np.ndarray, mark: Watermark) -> WatermarkedPhoto:
-    """``rgb`` (HxWx3 uint8) with ``mark`` tiled over it; opacity 0 returns ``rgb`` itself."""
+def draw_watermark(rgb: np.ndarray, mark: Watermark, *, band_rows: int = BAND_ROWS) -> WatermarkedPhoto:
+    """``rgb`` (HxWx3 uint8) with ``mark`` tiled over it; opacity 0 returns ``rgb`` itself. The text's coverage is
+    drawn in uint8 and blended ``band_rows`` rows at a time (float32 only for a band, never for the photo)."""
     font_name, font = load_font(mark.size_px)
     missing = missing_glyphs(font, mark.text)
     if mark.opacity <= 0:
         return WatermarkedPhoto(rgb, font_name, missing)
     coverage = _tiled_coverage(rgb.shape[1], rgb.shape[0], mark, font)
-    weight = coverage[..., None] * np.float32(mark.opacity)
     colour = np.asarray(mark.colour_rgb, dtype=np.float32)
-    mixed = rgb.astype(np.float32) * (1.0 - weight) + colour * weight
-    return WatermarkedPhoto(np.clip(mixed + 0.5, 0, 255).astype(np.uint8), font_name, missing)
+    marked = np.empty_like(rgb)
+    for top in range(0, rgb.shape[0], band_rows):
+        bottom = min(rgb.shape[0], top + band_rows)
+        weight = (coverage[top:bottom].astype(np.float32) * (1.0 / 255.0))[..., None] * np.float32(mark.opacity)
+        mixed = rgb[top:bottom].astype(np.float32) * (1.0 - weight) + colour * weight
+        marked[top:bottom] = np.clip(mixed + 0.5, 0, 255).astype(np.uint8)
+    return WatermarkedPhoto(marked, font_name, missing)
 
 
 def missing_glyphs(font, text: str) -> str:
@@ -86,7 +93,7 @@ def _glyph_pixels(font, char: str) -> bytes:
 
 
 def _tiled_coverage(width: int, height: int, mark: Watermark, font) -> np.ndarray:
-    """Float32 HxW in [0, 1]: how much of each pixel the rotated, tiled text covers."""
+    """Uint8 HxW, 0..255: how much of each pixel the rotated, tiled text covers."""
     left, top, right, bottom = font.getbbox(mark.text)
     stamp_w, stamp_h = max(1, right - left), max(1, bottom - top)
     stamp = Image.new("L", (stamp_w, stamp_h), 0)
@@ -100,7 +107,7 @@ def _tiled_coverage(width: int, height: int, mark: Watermark, font) -> np.ndarra
     rotated = tiles.rotate(mark.angle_deg, resample=Image.Resampling.BILINEAR)
     offset_x, offset_y = (side - width) // 2, (side - height) // 2
     window = rotated.crop((offset_x, offset_y, offset_x + width, offset_y + height))
-    return np.asarray(window, dtype=np.float32) * (1.0 / 255.0)
+    return np.asarray(window)
 
 
 @functools.lru_cache(maxsize=32)

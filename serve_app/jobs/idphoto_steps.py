@@ -9,6 +9,13 @@ writes its file at the source's DPI (300 without one) or at ``dpi``; crop's HD c
 size, or at ``hd_dpi``. HivisionIDPhotos' API (``serve_app/routes/hivision.py``) is these steps and the whole job
 behind its wire format: what it answers that ours did not (a DPI per request, a photo fitted to a size before its
 sheet, a sheet under a KB ceiling) are options of the steps here.
+
+Every step has a pixel cap on its input (``Step.cap``, ``deployments/common/admission.py``), checked from the
+image's header before any pixel is decoded (413 ``image_too_many_pixels`` naming the cap, as the whole job's output
+cap is): the steps whose output is their input's size (background, watermark, filesize) or a sheet of copies of it
+(layout) take at most an ID photo (``IDPHOTO_OUTPUT``, 4 MP); the matte step's cut-out is its photo's size and the
+crop step takes that cut-out, so both take at most ``CUT_OUT_OUTPUT`` (16 MP), and they work in bands of rows
+(``deployments/idphoto/steps.py``): no step holds a float32 copy of its whole input.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from deployments.common.admission import PHOTO_STAGE_INPUT
+from deployments.common.admission import CUT_OUT_OUTPUT, IDPHOTO_OUTPUT, PixelCap
 from deployments.common.errors import InvalidParameter
 from deployments.common.image import DecodedImage, encode_image
 from deployments.common.params import JobParams
@@ -57,10 +64,12 @@ StepRun = Callable[[Backend, DecodedImage, IdPhotoParams, JobContext], Awaitable
 
 @dataclass(frozen=True)
 class Step:
-    """One step: its options (``STEP_PARAMS[name]``) and what it does; ``parse`` and ``run`` are its job's."""
+    """One step: its options (``STEP_PARAMS[name]``), the pixel cap on its input (module docstring) and what it
+    does; ``parse`` and ``run`` are its job's."""
 
     name: str
     work: StepRun
+    cap: PixelCap
     needs_alpha: bool = False
     matting: bool = False  # runs the matter (its engine is reported)
     gated: bool = False  # takes a person's whole photo: the compliance gate checks it first
@@ -86,12 +95,12 @@ class Step:
         timings = Timings()
         full = parse_params(params.model_dump(by_alias=True, exclude_unset=True), context.id_specs)
         with timings.phase("decode"):
-            source = await decode_upload(data, context.limits, PHOTO_STAGE_INPUT)
+            source = await decode_upload(data, context.limits, self.cap)
         if self.needs_alpha and source.alpha is None:
             raise InvalidParameter(f"the {self.name} step needs a transparent image (the output of /v1/idphoto/matte)")
         if self.gated:
             with timings.phase("compliance"):
-                await require_compliant(backend, _opaque(source), "idphoto", context, lang=full.lang)
+                await require_compliant(backend, await _opaque(source), "idphoto", context, lang=full.lang)
         with timings.phase(self.name):
             result = await self.work(backend, source, full, context)
         engines = [matte_engine_info(backend.manifest, full.matting)] if self.matting else []
@@ -120,13 +129,15 @@ def _dpi(source: DecodedImage, params: IdPhotoParams) -> float:
     return source.dpi[0] if source.dpi else DEFAULT_DPI
 
 
-def _opaque(source: DecodedImage) -> np.ndarray:
-    """The colour pixels; a transparent image over white (its hidden pixels may be anything)."""
-    return source.rgb if source.alpha is None else on_white(source.rgb, source.alpha)
+async def _opaque(source: DecodedImage) -> np.ndarray:
+    """The colour pixels; a transparent image over white (its hidden pixels may be anything), composited in a worker
+    thread a band of rows at a time."""
+    return source.rgb if source.alpha is None else await run_in_worker(on_white, source.rgb, source.alpha)
 
 
 async def _matte(backend: Backend, source: DecodedImage, params: IdPhotoParams, context: JobContext) -> StepResult:
-    """The person cut out of the whole photo: a transparent PNG of the source's size (``matting`` picks the model)."""
+    """The person cut out of the whole photo: a transparent PNG of the source's size (``matting`` picks the model).
+    Cap: ``CUT_OUT_OUTPUT`` (16 MP) on the photo, the cut-out's size; the cut-out is made a band of rows at a time."""
     low = await backend.call(SEGMENT_PORTRAIT, PhotoToMatte(source.rgb, params.matting))
     person = await run_in_worker(cut_out, source.rgb, low)
     dpi = (_dpi(source, params),) * 2
@@ -136,8 +147,10 @@ async def _matte(backend: Backend, source: DecodedImage, params: IdPhotoParams, 
 
 async def _crop(backend: Backend, source: DecodedImage, params: IdPhotoParams, context: JobContext) -> StepResult:
     """A transparent cut-out (from the matte step) framed to a standard (``spec``) or a custom size, with the
-    touch-ups; ``return=json`` adds the compliance report and, with ``hd``, the HD copy (``hd_b64``)."""
-    faces = await backend.call(ANALYZE_FACES, on_white(source.rgb, source.alpha))
+    touch-ups; ``return=json`` adds the compliance report and, with ``hd``, the HD copy (``hd_b64``). Cap:
+    ``CUT_OUT_OUTPUT`` (16 MP, the matte step's output) on the cut-out; its output is an ID photo (the params hold
+    it to ``IDPHOTO_OUTPUT``), framed by the cut-out's alpha shrunk to at most 4 MP."""
+    faces = await backend.call(ANALYZE_FACES, await _opaque(source))
     framed = params.model_copy(update={"background": TRANSPARENT, "format": "png"})
     low = matte_of_cut_out(source.alpha)
     outcome = await run_in_worker(make_id_photo, source.rgb, faces, low, framed, context.id_specs)
@@ -154,7 +167,8 @@ async def _crop(backend: Backend, source: DecodedImage, params: IdPhotoParams, c
 
 
 async def _background(backend: Backend, source: DecodedImage, params: IdPhotoParams, context: JobContext) -> StepResult:
-    """A colour (``background``, ``render``) behind a transparent photo; ``min_kb``/``max_kb`` for a JPEG."""
+    """A colour (``background``, ``render``) behind a transparent photo; ``min_kb``/``max_kb`` for a JPEG. Cap:
+    ``IDPHOTO_OUTPUT`` (4 MP) on the photo, the output's size; composited a band of rows at a time."""
     colour = params.background_colour(params.resolve_spec(context.id_specs))
     if colour == TRANSPARENT:
         raise InvalidParameter("the background step puts a colour behind the person: name one, not transparent")
@@ -163,11 +177,12 @@ async def _background(backend: Backend, source: DecodedImage, params: IdPhotoPar
 
 
 async def _watermark(backend: Backend, source: DecodedImage, params: IdPhotoParams, context: JobContext) -> StepResult:
-    """A tiled text watermark (``watermark_text``, ``watermark_size``...) over a photo."""
+    """A tiled text watermark (``watermark_text``, ``watermark_size``...) over a photo. Cap: ``IDPHOTO_OUTPUT``
+    (4 MP) on the photo, the output's size; blended a band of rows at a time."""
     mark = params.watermark()
     if mark is None:
         raise InvalidParameter("the watermark step needs watermark_text")
-    marked = await run_in_worker(draw_watermark, _opaque(source), mark)
+    marked = await run_in_worker(draw_watermark, await _opaque(source), mark)
     result = await _encoded(marked.rgb, _dpi(source, params), params)
     return StepResult(
         result.body, result.media_type, result.size_wh, attachments={"font": marked.font, **(result.attachments or {})}
@@ -175,15 +190,17 @@ async def _watermark(backend: Backend, source: DecodedImage, params: IdPhotoPara
 
 
 async def _filesize(backend: Backend, source: DecodedImage, params: IdPhotoParams, context: JobContext) -> StepResult:
-    """The photo as a JPEG inside [``min_kb``, ``max_kb``] (quality searched, never padded)."""
+    """The photo as a JPEG inside [``min_kb``, ``max_kb``] (quality searched, never padded). Cap:
+    ``IDPHOTO_OUTPUT`` (4 MP) on the photo, the output's size."""
     if params.min_kb is None and params.max_kb is None:
         raise InvalidParameter("the filesize step needs min_kb, max_kb or both")
-    return await _encoded(_opaque(source), _dpi(source, params), params)
+    return await _encoded(await _opaque(source), _dpi(source, params), params)
 
 
 async def _layout(backend: Backend, source: DecodedImage, params: IdPhotoParams, context: JobContext) -> StepResult:
     """Copies at the photo's physical size (its DPI, or ``dpi``; resized to ``width_px`` x ``height_px`` first when
-    given) on the sheet ``layout`` names; ``min_kb``/``max_kb`` for a JPEG sheet inside them."""
+    given) on the sheet ``layout`` names; ``min_kb``/``max_kb`` for a JPEG sheet inside them. Cap:
+    ``IDPHOTO_OUTPUT`` (4 MP) on the photo (an ID photo; the sheet has its own cap, ``SHEET_OUTPUT``)."""
     canvas = params.sheet_canvas()
     if canvas is None:
         raise InvalidParameter("the layout step needs layout: 6inch, 5inch, a4, 3r, 4r or custom")
@@ -192,7 +209,7 @@ async def _layout(backend: Backend, source: DecodedImage, params: IdPhotoParams,
     plan = plan_sheet(canvas, size, photo_dpi)
     if plan.count == 0:
         raise InvalidParameter(f"a {size[0]}x{size[1]} px photo at {photo_dpi:g} DPI does not fit the sheet")
-    photo = await run_in_worker(fit_to, _opaque(source), size)
+    photo = await run_in_worker(fit_to, await _opaque(source), size)
     sheet = await run_in_worker(functools.partial(render_sheet, photo, plan, cut_lines=params.cut_lines))
     if params.min_kb is not None or params.max_kb is not None:
         encoded = await _encoded(sheet, canvas.dpi, params)
@@ -214,11 +231,11 @@ async def _encoded(rgb: np.ndarray, dpi: float, params: IdPhotoParams) -> StepRe
 STEPS: dict[str, Step] = {
     step.name: step
     for step in (
-        Step("matte", _matte, matting=True, gated=True),
-        Step("crop", _crop, needs_alpha=True, gated=True),
-        Step("background", _background, needs_alpha=True),
-        Step("watermark", _watermark),
-        Step("layout", _layout),
-        Step("filesize", _filesize),
+        Step("matte", _matte, CUT_OUT_OUTPUT, matting=True, gated=True),
+        Step("crop", _crop, CUT_OUT_OUTPUT, needs_alpha=True, gated=True),
+        Step("background", _background, IDPHOTO_OUTPUT, needs_alpha=True),
+        Step("watermark", _watermark, IDPHOTO_OUTPUT),
+        Step("layout", _layout, IDPHOTO_OUTPUT),
+        Step("filesize", _filesize, IDPHOTO_OUTPUT),
     )
 }
