@@ -62,11 +62,12 @@ class BackfillSummary:
 def http_executor(url: str, *, timeout_s: float = HTTP_TIMEOUT_S) -> JobExecutor:
     """Run jobs through the service's API: ``POST {url}`` + the job's route ``?{options}&return=json`` with the
     object's bytes as the body (raw, not base64 in JSON: a photo the byte limit allows is never refused for the
-    encoding's growth)."""
+    encoding's growth). The options sent are those the route and the object set, not their defaults: what the service
+    validates is what was asked for (a default beside an option that excludes it is no question)."""
     base = url.rstrip("/")
 
     async def execute(task: str, data: bytes, params: JobParams) -> JobResult:
-        fields = params.model_dump(by_alias=True, exclude_none=True) | {"return": "json"}
+        fields = params.model_dump(mode="json", by_alias=True, exclude_unset=True) | {"return": "json"}
         query = urllib.parse.urlencode({name: _query_value(value) for name, value in fields.items()})
         answer = await asyncio.to_thread(_post_image, f"{base}{job_entry(task).route}?{query}", data, timeout_s)
         return JobResult.from_json(answer)

@@ -5,18 +5,25 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import shutil
 import threading
+import time
+import urllib.error
 import urllib.parse
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
 from deployments.common.errors import InputError, InvalidParameter, ServiceError
 from serve_app.backfill import ProgressBar, _remote_error, backfill, default_output, http_executor
 from serve_app.cli import main
-from serve_app.jobs import parse_job_params
+from serve_app.jobs import job_context, parse_job_params
+from serve_app.registry import WHOLE_JOBS, job_entry
 from serve_app.runner.outcomes import ObjectOutcome, Status
 from serve_app.runner.worker import job_executor
+from serve_app.settings import Settings
 from storage.local import LocalStore
 
 
@@ -115,3 +122,82 @@ def test_the_backfill_sends_the_raw_photo_not_base64_json(tmp_path, local_backen
     assert (route, content_type, body) == ("/v1/restore", "application/octet-stream", photo_jpeg)
     fields = urllib.parse.parse_qs(query)
     assert (fields["return"], fields["upscale"], fields["only_center_face"]) == (["json"], ["2"], ["true"])
+
+
+# --- the README's backfill over real photos (#32 finding 13) ----------------------------------------------------------
+
+EVAL_PORTRAITS = ("idphoto/hivision_test0.jpg", "idphoto/hivision_test1.jpg", "idphoto/hivision_test2.jpg")
+NEEDS_MORE = {"identity": "a second photo (reference_b64) beside each"}  # whole jobs one photo is not enough for
+ALWAYS_RUN = ("restore", "idphoto", "cartoon")  # their engines are built in: never skipped
+SMALL_PX = 480  # the copies' long side: a few seconds a job for the three
+
+
+@pytest.fixture(scope="module")
+def eval_folder(shared_dir, tmp_path_factory):
+    """Small copies of the three ID-photo portraits (a JPEG, a WebP and an RGBA PNG, as in ../shared), a text file."""
+    from PIL import Image
+
+    folder = tmp_path_factory.mktemp("eval-photos")
+    for name in EVAL_PORTRAITS:
+        with Image.open(shared_dir / "eval" / name) as image:
+            image.thumbnail((SMALL_PX, SMALL_PX))
+            image.save(folder / Path(name).name, format=image.format or "PNG")
+    (folder / "notes.txt").write_text("not a photo")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def service_url(local_backend, mediapipe_dir):
+    """The HTTP API on the real engines in-process, served on 127.0.0.1 as ``portrait process --url`` reaches it."""
+    import socket
+
+    import uvicorn
+
+    from serve_app.routes import create_api
+
+    app = create_api()
+    app.state.backend = local_backend
+    app.state.settings = Settings(model_store=str(mediapipe_dir.parent))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started and thread.is_alive():
+        time.sleep(0.01)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server.should_exit = True
+    thread.join(10)
+
+
+def _needs_more(url: str, task: str, photo: bytes) -> str | None:
+    """Why one photo with no options is not enough for ``task`` on this service (its weights absent from the test
+    store: 503 ``model_unavailable``; an option it cannot do without: 422), else None."""
+    request = urllib.request.Request(f"{url}{job_entry(task).route}?return=json", data=photo, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=120):
+            return None
+    except urllib.error.HTTPError as exc:
+        error = json.loads(exc.read()).get("error", {})
+        return f"{error.get('code')}: {error.get('message')}"
+
+
+@pytest.mark.parametrize("task", [job for job in WHOLE_JOBS if job not in NEEDS_MORE])
+def test_the_readme_backfill_of_a_whole_job_writes_a_result_and_a_record_per_photo(
+    tmp_path, eval_folder, service_url, photo_jpeg, task, capsys
+):
+    if task not in ALWAYS_RUN and (why := _needs_more(service_url, task, photo_jpeg)):
+        pytest.skip(f"{task} needs more than a photo here: {why}")
+    shutil.copytree(eval_folder, tmp_path / "in")
+    # `portrait process <folder> --task <job>`, as the README writes it: through the running service.
+    assert main(["process", str(tmp_path / "in"), "--task", task, "--url", service_url]) == 1  # the text file failed
+    assert "done 3, failed 1" in capsys.readouterr().err
+    out = tmp_path / "in-results"
+    error = json.loads((out / "_errors" / "notes.txt.json").read_text())
+    assert error["error"]["code"] == "unsupported_image"
+    context = job_context(Settings())
+    for name in EVAL_PORTRAITS:
+        record = json.loads((out / f"{Path(name).stem}.json").read_text())
+        assert (out / record["result_key"]).is_file() and record["task"] == task
+        # Stored with its defaults, and valid again: the params the route asked for (none).
+        assert parse_job_params(task, record["params"], context) == parse_job_params(task, {}, context)
