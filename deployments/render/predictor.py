@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,24 +28,20 @@ from deployments.common.errors import InvalidParameter, ModelUnavailable
 from deployments.common.timings import Timings
 from deployments.common.torch_device import DeviceOptions, pick_device
 from deployments.common.weights import ModelSpec, ModelStore, fix_command
-from deployments.render.types import RENDER_KINDS, Rendered, RenderRequest
+from deployments.render.types import (
+    MIN_SIDE_PX,
+    RENDER_KINDS,
+    SCHEDULERS,
+    SIDE_MULTIPLE_PX,
+    Rendered,
+    RenderRequest,
+)
 
 logger = logging.getLogger(__name__)
 
-MIN_SIDE_PX = 32
-SIDE_MULTIPLE_PX = 8
 MAX_PROMPT_CHARS = 2000
 GROUP = "generative"
 TASKS = {"base": "image_generation", "controlnet": "controlnet", "adapter": "ip_adapter", "lora": "lora"}
-# scheduler name -> (diffusers class, from_config overrides); "default" keeps the model's own.
-SCHEDULERS: dict[str, tuple[str, dict[str, Any]]] = {
-    "euler": ("EulerDiscreteScheduler", {}),
-    "euler_a": ("EulerAncestralDiscreteScheduler", {}),
-    "dpmpp_2m": ("DPMSolverMultistepScheduler", {}),
-    "dpmpp_2m_karras": ("DPMSolverMultistepScheduler", {"use_karras_sigmas": True}),
-    "ddim": ("DDIMScheduler", {}),
-    "unipc": ("UniPCMultistepScheduler", {}),
-}
 # (kind, with ControlNets) -> the diffusers pipeline class, and the name of its ControlNet image argument
 PIPELINES: dict[tuple[str, bool], str] = {
     ("txt2img", False): "StableDiffusionXLPipeline",
@@ -89,6 +86,10 @@ class RendererPredictor:
         self.dtype = DTYPES[options.dtype]
         self._bases: dict[str, _Loaded] = {}
         self._controlnets: dict[str, Any] = {}
+        self._engines: dict[str, EngineInfo] = {}  # every model resolved so far: what a render names
+        # One render at a time: a pipeline's LoRA set, adapter scale and ControlNets are pipeline-wide (Serve runs one
+        # batch at a time anyway; the in-process backend calls from several worker threads).
+        self._lock = threading.Lock()
 
     # -- the stage's protocol -------------------------------------------------------------------------------------
 
@@ -144,6 +145,10 @@ class RendererPredictor:
         }
 
     def render(self, requests: Sequence[RenderRequest]) -> list[Rendered]:
+        with self._lock:
+            return self._render(requests)
+
+    def _render(self, requests: Sequence[RenderRequest]) -> list[Rendered]:
         groups: dict[tuple, list[int]] = {}
         for index, request in enumerate(requests):
             groups.setdefault(request.compatibility_key(), []).append(index)
@@ -161,7 +166,8 @@ class RendererPredictor:
         timings = Timings()
         with timings.phase("load"):
             loaded = self._base(first.model)
-            if any(item.adapter_image is not None for item in items):
+            adapted = any(item.adapter_image is not None for item in items)
+            if adapted:
                 self.load_adapter(first.model)
             controlnets = [self._controlnet(condition.controlnet) for condition in first.conditions]
             self._apply_loras(loaded, first.loras)
@@ -170,8 +176,11 @@ class RendererPredictor:
         kwargs = self._arguments(pipeline, loaded, items, seeds)
         with timings.phase("render"):
             images = self._call_pipeline(pipeline, kwargs)
+        parts = [condition.controlnet for condition in first.conditions] + [name for name, _ in first.loras]
+        parts += [loaded.adapter] if adapted and loaded.adapter else []
+        engines = (loaded.info, *(self._engines[name] for name in parts))
         return [
-            Rendered(_to_uint8(image), seed, dict(timings.ms), len(items), loaded.info)
+            Rendered(_to_uint8(image), seed, dict(timings.ms), len(items), engines)
             for image, seed in zip(images, seeds)
         ]
 
@@ -219,7 +228,7 @@ class RendererPredictor:
             kwargs["mask_image"] = [Image.fromarray(item.mask) for item in items]
         if first.conditions:
             count = len(first.conditions)
-            per_net = [[Image.fromarray(item.conditions[i].image) for item in items] for i in range(count)]
+            per_net = [_condition_batch([item.conditions[i].image for item in items]) for i in range(count)]
             scales = [condition.scale for condition in first.conditions]
             single = len(per_net) == 1
             kwargs["image" if first.kind == "txt2img" else "control_image"] = per_net[0] if single else per_net
@@ -323,6 +332,7 @@ class RendererPredictor:
                 f"{fix}{hint}",
                 details={"missing_models": [spec.name], "fix": fix},
             )
+        self._engines[spec.name] = EngineInfo.from_weights(status)
         return status.path
 
     def _entry(self, name: str, role: str) -> ModelSpec:
@@ -342,6 +352,12 @@ class RendererPredictor:
     def _image(image: np.ndarray | None, item: RenderRequest, what: str) -> None:
         if image is None or image.shape != (item.height, item.width, 3) or image.dtype != np.uint8:
             raise InvalidParameter(f"{what} must be {item.height}x{item.width}x3 uint8 RGB")
+
+
+def _condition_batch(images: Sequence[np.ndarray]) -> torch.Tensor:
+    """One ControlNet's condition images as a ``B×3×H×W`` batch in [0, 1]: the form diffusers takes per item for
+    several ControlNets too (a list per ControlNet is refused: "a single batch of multiple conditionings")."""
+    return torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float() / 255.0
 
 
 @contextlib.contextmanager

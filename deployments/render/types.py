@@ -9,7 +9,7 @@ the LoRA set) is in the key.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -19,6 +19,17 @@ from deployments.common.stage import StageCall
 RenderKind = Literal["txt2img", "img2img", "inpaint"]
 RENDER_KINDS: tuple[str, ...] = ("txt2img", "img2img", "inpaint")
 DEFAULT_RENDER_MODEL = "sdxl-base-1.0"
+MIN_SIDE_PX = 32
+SIDE_MULTIPLE_PX = 8  # the VAE halves a side three times
+# scheduler name -> (diffusers class, from_config overrides); "default" keeps the model's own.
+SCHEDULERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "euler": ("EulerDiscreteScheduler", {}),
+    "euler_a": ("EulerAncestralDiscreteScheduler", {}),
+    "dpmpp_2m": ("DPMSolverMultistepScheduler", {}),
+    "dpmpp_2m_karras": ("DPMSolverMultistepScheduler", {"use_karras_sigmas": True}),
+    "ddim": ("DDIMScheduler", {}),
+    "unipc": ("UniPCMultistepScheduler", {}),
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,13 +88,13 @@ class RenderRequest:
 class Rendered:
     """The rendered image (HxWx3 uint8 RGB), the seed it was drawn from, what it cost (``timings_ms``: ``load``,
     weights loaded for this call, and ``render``, the pipeline call), how many requests shared that call
-    (``batch_size``) and the engine."""
+    (``batch_size``) and every model it ran (``engines``: the base first, then its ControlNets, LoRAs and adapter)."""
 
     image: np.ndarray
     seed: int
     timings_ms: dict[str, float] = field(default_factory=dict)
     batch_size: int = 1
-    engine: EngineInfo | None = None
+    engines: tuple[EngineInfo, ...] = ()
 
 
 RENDERER = "Renderer"

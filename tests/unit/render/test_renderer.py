@@ -87,7 +87,7 @@ def test_a_render_answers_an_image_of_the_requested_size(renderer):
     (rendered,) = renderer.render([item])
     assert rendered.image.shape == (32, 48, 3) and rendered.image.dtype == np.uint8
     assert rendered.seed == 7
-    assert rendered.engine.weights == SDXL and rendered.batch_size == 1
+    assert [engine.weights for engine in rendered.engines] == [SDXL] and rendered.batch_size == 1
     assert set(rendered.timings_ms) == {"load", "render"}
 
 
@@ -122,6 +122,35 @@ def test_controlnet_conditions_batch_per_item_and_keys_split_groups(renderer):
         renderer.calls.clear()
         renderer.render([item])
         np.testing.assert_allclose(together[index], renderer.calls[0][1][0], atol=1e-5, rtol=0)
+
+
+def test_two_controlnets_take_per_item_conditions_in_one_call(renderer):
+    items = [
+        request(
+            prompt, seed=i, conditions=(Condition(CONTROLNET, pose(i), 0.7), Condition(CONTROLNET, pose(9 - i), 0.3))
+        )
+        for i, prompt in enumerate(PROMPTS[:2])
+    ]
+    renderer.calls.clear()
+    renderer.render(items)
+    assert [size for size, _ in renderer.calls] == [2]
+    together = renderer.calls[0][1]
+    for index, item in enumerate(items):
+        renderer.calls.clear()
+        renderer.render([item])
+        np.testing.assert_allclose(together[index], renderer.calls[0][1][0], atol=1e-5, rtol=0)
+
+
+def test_a_render_names_every_model_it_ran(renderer):
+    item = request(
+        conditions=(Condition(CONTROLNET, pose(3), 0.5),),
+        adapter_image=pose(4, 40),
+        adapter_scale=0.5,
+        loras=((LORA, 0.8),),
+    )
+    (rendered,) = renderer.render([item])
+    assert [engine.weights for engine in rendered.engines] == [SDXL, CONTROLNET, LORA, ADAPTER]
+    assert all(engine.weights_state for engine in rendered.engines)
 
 
 def test_a_lora_set_is_its_own_group_and_off_again_after(renderer):

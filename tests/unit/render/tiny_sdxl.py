@@ -313,3 +313,27 @@ def build_mirror(root: Path) -> Path:
     manifest = root / "models.yaml"
     manifest.write_text(yaml.safe_dump({"models": models}, sort_keys=False), encoding="utf-8")
     return manifest
+
+
+# The shipped manifest's generative entries and the tiny part that stands in for each (its role, at its name).
+SHIPPED_PARTS = {
+    "sdxl-base-1.0": SDXL,
+    "controlnet-openpose-sdxl": CONTROLNET,
+    "controlnet-canny-sdxl": CONTROLNET,
+    "ip-adapter-plus-face-sdxl": ADAPTER,
+}
+
+
+def as_shipped(root: Path, shipped_manifest: Path) -> Path:
+    """The shipped manifest with its generative entries replaced by ``build_mirror(root)``'s tiny parts under the
+    shipped names (a job asks for those), each ControlNet keeping its condition; written beside the parts."""
+    tiny = yaml.safe_load((root / "models.yaml").read_text(encoding="utf-8"))["models"]
+    manifest = yaml.safe_load(shipped_manifest.read_text(encoding="utf-8"))
+    for name, part in SHIPPED_PARTS.items():
+        entry = dict(tiny[part])
+        if "condition" in manifest["models"][name].get("args", {}):
+            entry["args"] = {"condition": manifest["models"][name]["args"]["condition"]}
+        manifest["models"][name] = entry
+    path = root / "models-as-shipped.yaml"
+    path.write_text(yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return path
