@@ -23,8 +23,7 @@ from deployments.common.image import decode_image
 from deployments.common.weights import ModelStore, load_manifest
 from deployments.edit.looks import apply_look, default_looks
 from deployments.faces.types import ANALYZE_FACES
-from serve_app.jobs.edit import judged_face
-from serve_app.jobs.identity import judge_pairs
+from serve_app.jobs.identity import judge_pairs, judged_face
 from serve_app.local_backend import in_process_backend
 from serve_app.settings import Settings
 

@@ -78,9 +78,11 @@ def _interpreter(request: Request, context: JobContext) -> InstructionInterprete
 def model_hints(manifest: Mapping[str, ModelSpec], context: JobContext) -> dict[str, JobHint | None]:
     """Every ``model`` a client may send: ``portrait`` (None: the prompt decides), each job, and each model that fixes
     an option of a job (a value of its params model's ``model`` option; a cartoon style's head and whole-image models).
+    ``portrait`` stays the service's own model, as clients have sent it since the first wave: the ``portrait`` job
+    (generated portraits) is reached through it by its words (写真, 形象照...), like every job.
     """
     hints: dict[str, JobHint | None] = {DEFAULT_MODEL: None}
-    hints.update({entry.name: JobHint(entry.name) for entry in JOB_ENTRIES})
+    hints.update({entry.name: JobHint(entry.name) for entry in JOB_ENTRIES if entry.name != DEFAULT_MODEL})
     for entry in JOB_ENTRIES:
         hints.update(
             {

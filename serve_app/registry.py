@@ -65,6 +65,7 @@ from deployments.edit.params import EditParams
 from deployments.identity.params import IdentityParams
 from deployments.idphoto.params import IdPhotoParams
 from deployments.idphoto.step_params import STEP_PARAMS
+from deployments.portrait.params import PortraitParams
 from deployments.restore.params import RestoreParams
 
 
@@ -249,6 +250,26 @@ JOB_ENTRIES: tuple[JobEntry, ...] = (
         example_words="港风胶片, 胶片颗粒, film look",
         deployments=("FaceAnalyzer", "IdentityJudge"),
         on_page=False,  # the page's radio and options fieldset come next (#36)
+    ),
+    JobEntry(
+        name="portrait",
+        params_model=PortraitParams,
+        title=("generated portrait", "AI写真"),
+        description="A generated portrait of the person in one selfie (AI 写真 / 形象照): a style (business headshot, "
+        "studio white, graduation, 80s Hong Kong, hanfu, outdoor; `GET /v1/portrait/styles`) rendered by Stable "
+        "Diffusion XL, posed by a skeleton and an outline drawn from the photo, the likeness carried by an IP-Adapter "
+        "on the aligned face; `keep_face` pastes the person's own face back. The photo passes the compliance gate "
+        "first; the identity judge compares the result's face with the photo's, and a result below `min_identity` "
+        "(default: the judge's same-person bar) is redrawn with the next seeds, then refused (422 "
+        "`identity_changed`). Seconds on a GPU, minutes on a CPU: `POST /v1/jobs` suits it. `return=json` adds the "
+        "seed (reproducible), the prompt, the candidates and every model's weights; without the generative weights "
+        "503 `model_unavailable` names `portrait models pull --group generative`.",
+        result_media_types={"image/jpeg": "jpg", "image/png": "png", "image/webp": "webp"},
+        prompt_hint="generate a new portrait photo of the person in a style: business headshot, graduation, hanfu, "
+        "studio (写真, AI写真, 形象照, 商务照, 毕业照, 汉服写真)",
+        example_words="AI写真, 商务形象照, generated portrait",
+        deployments=("ComplianceGate", "FaceAnalyzer", "PortraitMatter", "Renderer", "IdentityJudge"),
+        on_page=False,  # a render takes minutes on a CPU: the page offers it with the async jobs (#34)
     ),
     JobEntry(
         name="identity",

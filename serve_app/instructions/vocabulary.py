@@ -21,6 +21,7 @@ import yaml
 from deployments.common.errors import InternalError
 from deployments.common.params import JobParams
 from deployments.edit.looks import default_looks
+from deployments.portrait.styles import default_styles
 from serve_app.jobs import JobContext
 from serve_app.registry import JOB_ENTRIES, JobEntry
 
@@ -176,7 +177,10 @@ def build_vocabulary(
             add([name, look.title_zh, look.title_en, *look.words], field_tasks["look"], {"look": name})
     if "style" in field_tasks:
         for style in context.cartoon_styles:
-            add([style], field_tasks["style"], {"style": style})
+            add([style], _accepting(models, context, "style", style), {"style": style})
+        for name, portrait in default_styles().items():
+            texts = [name, portrait.title_zh, portrait.title_en, *portrait.words]
+            add(texts, _accepting(models, context, "style", name), {"style": name})
     for task, model in models.items():
         for alias, model_id in _model_aliases(model).items():
             add([alias], frozenset({task}), {"model": model_id})
@@ -203,7 +207,7 @@ def _accepting(models: Mapping[str, type[JobParams]], context: JobContext, name:
     for task, model in models.items():
         if name not in model.model_json_schema(by_alias=True).get("properties", {}):
             continue
-        choices = from_context.get(name) or enum_values(model, name)
+        choices = enum_values(model, name) or from_context.get(name)  # a Literal field's own values first
         if not choices or value in choices:
             accepting.add(task)
     return frozenset(accepting)

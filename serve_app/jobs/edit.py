@@ -11,10 +11,9 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import cv2
 import numpy as np
 
-from deployments.common.admission import EDIT_OUTPUT, FACE_CROP_INPUT
+from deployments.common.admission import EDIT_OUTPUT
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter, NoFaceFound
 from deployments.common.params import parse_params
@@ -25,14 +24,13 @@ from deployments.edit.params import LOOK_NAMES, EditParams
 from deployments.edit.pipeline import compose_edit
 from deployments.edit.words import look_from_prompt, refuse_edit
 from deployments.faces.types import ANALYZE_FACES, Face
-from deployments.identity.types import FaceToJudge
 from deployments.restore.gray import is_gray
 from deployments.restore.params import RestoreParams
 from deployments.restore.pipeline import select_faces
 from serve_app.backend import Backend
 from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.deadline import run_in_worker
-from serve_app.jobs.identity import photo_face, report_identities
+from serve_app.jobs.identity import judged_face, report_identities
 from serve_app.jobs.restore import default_restore_model, restore_faces
 from serve_app.jobs.results import JobResult, encode_job_result
 
@@ -114,19 +112,6 @@ async def _restored(
     model = await default_restore_model(backend)
     restored = await restore_faces(backend, rgb, faces, RESTORE_DEFAULTS, model, gray, timings)
     return restored.rgb, restored.engines
-
-
-def judged_face(rgb: np.ndarray, face: Face) -> FaceToJudge:
-    """The face's region as the judge takes it, shrunk (with its landmarks) to the judge's input cap when a large face
-    on a large photo exceeds it (the judge aligns to 150 px: nothing is lost)."""
-    item = photo_face(rgb, face)
-    height, width = item.image.shape[:2]
-    scale = min(1.0, (FACE_CROP_INPUT.max_pixels / (width * height)) ** 0.5 * 0.99)
-    if scale == 1.0:
-        return item
-    size = (max(int(width * scale), 1), max(int(height * scale), 1))
-    small = cv2.resize(item.image, size, interpolation=cv2.INTER_AREA)
-    return FaceToJudge(small, np.asarray(item.landmarks, float) * (size[0] / width, size[1] / height))
 
 
 def _compose(base: np.ndarray, styled: np.ndarray, faces: Sequence[Face], params: EditParams) -> np.ndarray:

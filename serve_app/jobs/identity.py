@@ -14,9 +14,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import cv2
 import numpy as np
 
-from deployments.common.admission import PHOTO_STAGE_INPUT
+from deployments.common.admission import FACE_CROP_INPUT, PHOTO_STAGE_INPUT
 from deployments.common.errors import IdentityChanged, InvalidParameter, NoFaceFound, ServiceError
 from deployments.common.params import parse_params
 from deployments.faces.align import AlignTemplate, get_template
@@ -50,6 +51,19 @@ def photo_face(rgb: np.ndarray, face: Face) -> FaceToJudge:
     right, bottom = min(int(np.ceil(x1 + margin)), rgb.shape[1]), min(int(np.ceil(y1 + margin)), rgb.shape[0])
     region = np.ascontiguousarray(rgb[top:bottom, left:right])
     return FaceToJudge(region, np.asarray(face.landmarks, float) - (left, top))
+
+
+def judged_face(rgb: np.ndarray, face: Face) -> FaceToJudge:
+    """The face's region as the judge takes it, shrunk (with its landmarks) to the judge's input cap when a large face
+    on a large photo exceeds it (the judge aligns to 150 px: nothing is lost)."""
+    item = photo_face(rgb, face)
+    height, width = item.image.shape[:2]
+    scale = min(1.0, (FACE_CROP_INPUT.max_pixels / (width * height)) ** 0.5 * 0.99)
+    if scale == 1.0:
+        return item
+    size = (max(int(width * scale), 1), max(int(height * scale), 1))
+    small = cv2.resize(item.image, size, interpolation=cv2.INTER_AREA)
+    return FaceToJudge(small, np.asarray(item.landmarks, float) * (size[0] / width, size[1] / height))
 
 
 def embed_faces(backend: Backend, faces: Sequence[FaceToJudge]) -> asyncio.Future[list[FaceEmbedding]]:

@@ -1,5 +1,5 @@
 """What the service offers: the jobs (``/v1/tasks``), the models (``/v1/models``), the ID-photo standards, the
-cartoon styles and the film looks.
+cartoon styles, the film looks and the portrait styles.
 
 (No ``from __future__ import annotations`` here: FastAPI resolves the route annotations at run time.)
 """
@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 
 from deployments.cartoon.types import CARTOON_DEPLOYMENTS
 from deployments.edit.looks import default_looks
+from deployments.portrait.styles import default_styles
 from serve_app.app_state import health_reports, settings_of
 from serve_app.instructions.vocabulary import enum_values
 from serve_app.jobs import job_context
@@ -98,3 +99,10 @@ async def edit_looks() -> dict:
     """Every film look of the edit job (``configs/looks.yaml``): its name (the ``look`` option) and its titles in
     Chinese and English. The LOOK engine runs them all on a CPU: no weights."""
     return {"looks": [{**look.to_json(), "engine": "look"} for look in default_looks().values()]}
+
+
+@router.get("/v1/portrait/styles", tags=["jobs"])
+async def portrait_styles() -> dict:
+    """Every style of the portrait job (``configs/portrait_styles.yaml``): its name (the ``style`` option), its titles
+    in Chinese and English, its size, steps, ControlNet scales and LoRAs. The Renderer draws them all."""
+    return {"styles": [style.to_json() for style in default_styles().values()]}
