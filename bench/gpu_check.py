@@ -10,6 +10,7 @@ batch would overrun the model's share of the time budget). Prints markdown table
 
     python3 bench/gpu_check.py --out "$OUT"             # on the GPU machine (bench/gpu_check.sh)
     python3 bench/gpu_check.py --device cpu --quick     # smoke test anywhere: tiny models, batches 1 and 2
+    python3 bench/gpu_check.py --out "$OUT" --only renderer   # the SDXL renderer alone, with the whole budget
 
 "fp32" in the throughput tables is torch's default (cuDNN may use TF32), as a replica runs; "strict" turns TF32 off.
 Layouts are those ``configs/gpu.yaml`` deploys (channels-last for GPEN, GFPGAN and MODNet), plus the other layout at
@@ -41,6 +42,7 @@ from bench.gpu.harness import LOADS, Clock, Run, set_tf32  # noqa: E402
 from bench.gpu.modnet import check_modnet  # noqa: E402
 from bench.gpu.mtcnn import check_mtcnn  # noqa: E402
 from bench.gpu.realesrgan import check_realesrgan  # noqa: E402
+from bench.gpu.renderer import renderer_section  # noqa: E402
 from bench.gpu.report import REPORT, summary  # noqa: E402
 from bench.gpu.restorers import (  # noqa: E402
     QUICK_CODEFORMER,
@@ -63,7 +65,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny models, batches 1 and 2 (CPU smoke test)")
     parser.add_argument("--out", type=Path, default=Path("test-output"))
     parser.add_argument("--budget-s", type=float, default=440.0, help="the whole run's time; sections get shares")
-    parser.add_argument("--models-dir", type=Path, default=REPO_ROOT / "models", help="released MODNet, if carried")
+    parser.add_argument(
+        "--models-dir", type=Path, default=REPO_ROOT / "models", help="released MODNet, SDXL weights, if carried"
+    )
+    parser.add_argument(
+        "--only",
+        choices=["renderer"],
+        help="run this section alone, with the whole budget (the renderer is last in a full run and cut first)",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     REPORT.path = args.out / "gpu_report.json"
@@ -80,15 +89,17 @@ def main() -> None:
     set_tf32(True)
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as tmp:
         run = Run(device, Clock(args.budget_s), args.quick, Path(tmp), args.models_dir)
-        failed = sections(run)
-    LOADS.report()
+        failed = sections(run, args.only)
+    if LOADS.rows:
+        LOADS.report()
     summary()
     if failed:
         sys.exit(f"sections that failed: {', '.join(failed)} (tracebacks above, and under 'errors' in the report)")
 
 
-def sections(run: Run) -> list[str]:
-    """Most wanted first: if the budget runs out, what is cut is the end. Returns the sections that failed."""
+def sections(run: Run, only: str | None = None) -> list[str]:
+    """Most wanted first: if the budget runs out, what is cut is the end (``only``: that section alone). Returns the
+    sections that failed."""
     quick = run.quick
     failed: list[str] = []
 
@@ -105,6 +116,9 @@ def sections(run: Run) -> list[str]:
         finally:
             run.release()
 
+    if only == "renderer":
+        guarded("renderer", partial(renderer_section, run))
+        return failed
     config = QUICK_GPEN if quick else GPEN_VARIANTS["gpen-bfr-512"]
     gpen = guarded("gpen-bfr-512", lambda: check_gpen(run, "gpen-bfr-512", config, share_s=45, cpu_reference=True))
     if gpen is not None and run.clock.left_s() > 200:
@@ -135,6 +149,8 @@ def sections(run: Run) -> list[str]:
         guarded("dctnet", lambda: dctnet_checks(run, sizes, repeats=1 if quick else 5))
     else:
         print(f"\nDCT-Net skipped: {run.clock.left_s():.0f} s of the budget left", flush=True)
+    # last, cut first: SDXL through RendererPredictor (it says it did not run without diffusers or the budget)
+    guarded("renderer", partial(renderer_section, run))
     return failed
 
 

@@ -6,6 +6,12 @@
 # Uses the GPU image's python3 (torch, numpy, opencv, pillow, scikit-image; PyAV for the video section, which says
 # it did not run without it); results land in $OUT:
 # gpu_report.json (rewritten after every table), gpu_check.log, nvidia-smi.csv.
+# Last, and cut first when the budget runs short: the SDXL renderer (bench/gpu/renderer.py, RendererPredictor: cold
+# start, s/image p50/p95 at 1024² 30 and 8 steps, images/s and peak memory at batch 1-8 without, with one and with
+# two ControlNets, torch.compile of the UNet). It needs diffusers and pydantic, which the GPU image lacks (carry them
+# as wheels, docs/BENCHMARKS.md; without them it reports that it did not run), and runs on random weights of the real
+# SDXL architecture unless models/ holds the generative entries (~12 GB: over the 64 MiB carry). With the whole budget:
+# `timeout 500 python3 bench/gpu_check.py --out "$OUT" --only renderer`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
