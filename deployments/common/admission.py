@@ -14,6 +14,7 @@ whole to a network.
 |---|---|---|
 | ID photo output | 4 MP | presets are under 1.6 MP; also the input of the steps after crop |
 | cut-out (the size of its photo) | 16 MP | matte and crop steps: a 12 MP phone photo fits; made in bands of rows |
+| photo for a whole ID photo | 24 MP | a 24 MP camera photo fits; its output is 4 MP at most (~500 MB to make) |
 | restored photo output | 64 MP | ``upscale`` 4 takes photos up to 4 MP, 2 up to 16 MP |
 | cartoon output (the input's size) | 50 MP | the decode cap; the network sees at most 720x2048 |
 | colorized photo (the input's size) | 50 MP | the decode cap; the network sees its lightness at 512² (at most 1024²) |
@@ -77,6 +78,7 @@ class PixelCap:
 # Job outputs.
 IDPHOTO_OUTPUT = PixelCap("an ID photo", 4 * MEGAPIXEL)
 CUT_OUT_OUTPUT = PixelCap("a cut-out (the size of its photo)", 16 * MEGAPIXEL)
+IDPHOTO_INPUT = PixelCap("a photo for an ID photo", 24 * MEGAPIXEL)
 RESTORE_OUTPUT = PixelCap("a restored photo", 64 * MEGAPIXEL)
 CARTOON_OUTPUT = PixelCap("a cartoon (the size of its photo)", 50 * MEGAPIXEL)
 COLORIZE_OUTPUT = PixelCap("a colorized photo (the size of its photo)", 50 * MEGAPIXEL)

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from deployments.common.admission import PHOTO_STAGE_INPUT
+from deployments.common.admission import IDPHOTO_INPUT
 from deployments.faces.types import ANALYZE_FACES
 from deployments.idphoto.matte import SEGMENT_PORTRAIT, PhotoToMatte, matte_engine_info
 from deployments.idphoto.params import IdPhotoParams, parse_params
@@ -32,7 +32,7 @@ async def run(backend: Backend, data: bytes, params: IdPhotoParams, context: Job
     timings = Timings()
     spec = params.resolve_spec(context.id_specs)
     with timings.phase("decode"):
-        source = await decode_upload(data, context.limits, PHOTO_STAGE_INPUT, min_side_px=source_min_side_px(spec))
+        source = await decode_upload(data, context.limits, IDPHOTO_INPUT, min_side_px=source_min_side_px(spec))
     with timings.phase("compliance"):  # before any model stage sees the photo (422 input_refused)
         await require_compliant(backend, source.rgb, "idphoto", context, lang=params.lang)
     with timings.phase("analyze+segment"):

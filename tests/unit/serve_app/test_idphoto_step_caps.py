@@ -41,6 +41,8 @@ STEP_ROUTES = [
     ("/generate_layout_photos", {"height": "413", "width": "295"}, "input_image", "an ID photo"),
     ("/watermark", {"text": "SAMPLE"}, "input_image", "an ID photo"),
     ("/set_kb", {"kb": "50"}, "input_image", "an ID photo"),
+    ("/v1/idphoto", {"spec": "cn-1inch"}, "image", "a photo for an ID photo"),
+    ("/idphoto", {"height": "413", "width": "295"}, "input_image", "a photo for an ID photo"),
 ]
 
 
