@@ -204,7 +204,9 @@ class RendererPredictor:
             extra["scheduler"] = type(base.scheduler).from_config(base.scheduler.config)
         if controlnets:
             extra["controlnet"] = controlnets[0] if len(controlnets) == 1 else controlnets
-        return cls.from_pipe(base, **extra)
+        pipeline = cls.from_pipe(base, **extra)
+        pipeline.set_progress_bar_config(disable=True)  # a fresh pipeline per group: no bar in the replica's log
+        return pipeline
 
     def _arguments(
         self, pipeline: Any, loaded: _Loaded, items: list[RenderRequest], seeds: list[int]
