@@ -193,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--group",
         action="append",
         metavar="NAME",
-        help="every model of a manifest group: `generative` (the renderer's SDXL, ControlNets, IP-Adapter: ~20 GB)",
+        help="every model of a manifest group: `generative` (the renderer's SDXL, InstructPix2Pix, ControlNets, "
+        "IP-Adapter: ~32 GB)",
     )
     pull.add_argument("--force", action="store_true", help="fetch again even when present")
     pull.add_argument(

@@ -41,7 +41,13 @@ logger = logging.getLogger(__name__)
 
 MAX_PROMPT_CHARS = 2000
 GROUP = "generative"
-TASKS = {"base": "image_generation", "controlnet": "controlnet", "adapter": "ip_adapter", "lora": "lora"}
+TASKS = {
+    "base": "image_generation",
+    "editor": "image_editing",
+    "controlnet": "controlnet",
+    "adapter": "ip_adapter",
+    "lora": "lora",
+}
 # (kind, with ControlNets) -> the diffusers pipeline class, and the name of its ControlNet image argument
 PIPELINES: dict[tuple[str, bool], str] = {
     ("txt2img", False): "StableDiffusionXLPipeline",
@@ -50,7 +56,10 @@ PIPELINES: dict[tuple[str, bool], str] = {
     ("txt2img", True): "StableDiffusionXLControlNetPipeline",
     ("img2img", True): "StableDiffusionXLControlNetImg2ImgPipeline",
     ("inpaint", True): "StableDiffusionXLControlNetInpaintPipeline",
+    ("instruct", False): "StableDiffusionXLInstructPix2PixPipeline",
 }
+# the class a base model of each role loads as (an editor's UNet takes the start image's latents too: 8 channels)
+BASE_PIPELINES = {"base": "StableDiffusionXLPipeline", "editor": "StableDiffusionXLInstructPix2PixPipeline"}
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -98,7 +107,11 @@ class RendererPredictor:
         of another size than the render's."""
         if item.kind not in RENDER_KINDS:
             raise InvalidParameter(f"kind must be one of {', '.join(RENDER_KINDS)}, not {item.kind!r}")
-        self._entry(item.model, "base")
+        self._entry(item.model, _role(item))
+        if item.kind == "instruct" and (item.conditions or item.adapter_image is not None or item.loras):
+            raise InvalidParameter("an instruct edit takes no ControlNet, adapter or LoRA")
+        if item.kind == "instruct" and not 0.0 <= item.image_guidance <= 10.0:
+            raise InvalidParameter("image_guidance is 0 to 10")
         for condition in item.conditions:
             self._entry(condition.controlnet, "controlnet")
             self._image(condition.image, item, f"the {condition.controlnet} condition")
@@ -165,7 +178,7 @@ class RendererPredictor:
         first = items[0]
         timings = Timings()
         with timings.phase("load"):
-            loaded = self._base(first.model)
+            loaded = self._base(first.model, _role(first))
             adapted = any(item.adapter_image is not None for item in items)
             if adapted:
                 self.load_adapter(first.model)
@@ -225,6 +238,9 @@ class RendererPredictor:
         }
         if first.kind != "txt2img":
             kwargs["image"] = [Image.fromarray(item.image) for item in items]
+        if first.kind == "instruct":
+            kwargs["image_guidance_scale"] = first.image_guidance
+        elif first.kind != "txt2img":
             kwargs["strength"] = first.strength
         if first.kind == "inpaint":
             kwargs["mask_image"] = [Image.fromarray(item.mask) for item in items]
@@ -262,13 +278,13 @@ class RendererPredictor:
 
     # -- loading ----------------------------------------------------------------------------------------------------
 
-    def _base(self, name: str) -> _Loaded:
+    def _base(self, name: str, role: str = "base") -> _Loaded:
         if name not in self._bases:
             import diffusers
 
-            spec = self._entry(name, "base")
+            spec = self._entry(name, role)
             path = self._resolve(spec)
-            pipeline = diffusers.StableDiffusionXLPipeline.from_pretrained(
+            pipeline = getattr(diffusers, BASE_PIPELINES[role]).from_pretrained(
                 path, local_files_only=True, dtype=self.dtype, variant=spec.args.get("variant")
             )
             pipeline.set_progress_bar_config(disable=True)
@@ -354,6 +370,11 @@ class RendererPredictor:
     def _image(image: np.ndarray | None, item: RenderRequest, what: str) -> None:
         if image is None or image.shape != (item.height, item.width, 3) or image.dtype != np.uint8:
             raise InvalidParameter(f"{what} must be {item.height}x{item.width}x3 uint8 RGB")
+
+
+def _role(item: RenderRequest) -> str:
+    """Which kind of base model ``item.model`` must be: an editor for ``instruct``, a generator otherwise."""
+    return "editor" if item.kind == "instruct" else "base"
 
 
 def _condition_batch(images: Sequence[np.ndarray]) -> torch.Tensor:

@@ -16,8 +16,8 @@ import numpy as np
 from deployments.common.engine import EngineInfo
 from deployments.common.stage import StageCall
 
-RenderKind = Literal["txt2img", "img2img", "inpaint"]
-RENDER_KINDS: tuple[str, ...] = ("txt2img", "img2img", "inpaint")
+RenderKind = Literal["txt2img", "img2img", "inpaint", "instruct"]
+RENDER_KINDS: tuple[str, ...] = ("txt2img", "img2img", "inpaint", "instruct")
 DEFAULT_RENDER_MODEL = "sdxl-base-1.0"
 MIN_SIDE_PX = 32
 SIDE_MULTIPLE_PX = 8  # the VAE halves a side three times
@@ -44,8 +44,10 @@ class Condition:
 
 @dataclass(frozen=True, eq=False)
 class RenderRequest:
-    """One image to render. ``image`` is the start image of ``img2img`` and ``inpaint`` (HxWx3 uint8 RGB at the
-    render's size), ``mask`` the region ``inpaint`` repaints (HxW uint8, 255 = repaint). ``seed`` ``None``: the
+    """One image to render. ``image`` is the start image of ``img2img``, ``inpaint`` and ``instruct`` (HxWx3 uint8 RGB
+    at the render's size), ``mask`` the region ``inpaint`` repaints (HxW uint8, 255 = repaint). ``instruct`` edits
+    ``image`` as ``prompt`` says (an InstructPix2Pix model: ``model`` names an ``image_editing`` entry), holding to it
+    by ``image_guidance``. ``seed`` ``None``: the
     renderer draws one (and answers it). ``adapter_image``: the face whose likeness the IP-Adapter carries, at
     ``adapter_scale``. ``loras``: ``(manifest name, weight)`` pairs."""
 
@@ -58,6 +60,7 @@ class RenderRequest:
     scheduler: str = "default"
     guidance: float = 5.0
     strength: float = 1.0
+    image_guidance: float = 1.5
     seed: int | None = None
     image: np.ndarray | None = None
     mask: np.ndarray | None = None
@@ -77,7 +80,8 @@ class RenderRequest:
             self.steps,
             self.scheduler,
             float(self.guidance),
-            float(self.strength) if self.kind != "txt2img" else None,
+            float(self.strength) if self.kind not in ("txt2img", "instruct") else None,
+            float(self.image_guidance) if self.kind == "instruct" else None,
             tuple((condition.controlnet, float(condition.scale)) for condition in self.conditions),
             float(self.adapter_scale) if self.adapter_image is not None else None,
             tuple((name, float(weight)) for name, weight in self.loras),

@@ -14,7 +14,13 @@ from deployments.common.weights import ModelState, ModelStore, default_models, g
 from serve_app.cli import _pull_selection, build_parser
 from tests.conftest import REPO_ROOT
 
-GENERATIVE = ["sdxl-base-1.0", "controlnet-openpose-sdxl", "controlnet-canny-sdxl", "ip-adapter-plus-face-sdxl"]
+GENERATIVE = [
+    "sdxl-base-1.0",
+    "sdxl-instructpix2pix-768",
+    "controlnet-openpose-sdxl",
+    "controlnet-canny-sdxl",
+    "ip-adapter-plus-face-sdxl",
+]
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from deployments.common.errors import InvalidParameter, ModelUnavailable  # noqa
 from deployments.common.weights import ModelState, ModelStore, load_manifest  # noqa: E402
 from deployments.render.predictor import RendererOptions, RendererPredictor  # noqa: E402
 from deployments.render.types import Condition, RenderRequest  # noqa: E402
-from tests.unit.render.tiny_sdxl import ADAPTER, CONTROLNET, LORA, SDXL, build_mirror  # noqa: E402
+from tests.unit.render.tiny_sdxl import ADAPTER, CONTROLNET, INSTRUCT, LORA, SDXL, build_mirror  # noqa: E402
 
 SIZE = 32
 PROMPTS = ("a portrait of a smiling woman", "a man in a blue suit", "studio light photo", "a red portrait")
@@ -31,8 +31,8 @@ def mirror(tmp_path_factory):
 def store(mirror, tmp_path_factory):
     root, manifest = mirror
     store = ModelStore(tmp_path_factory.mktemp("store"), manifest)
-    outcomes = pull(store, [SDXL, CONTROLNET, LORA, ADAPTER], mirror=str(root))
-    assert [outcome.error for outcome in outcomes] == [None] * 4
+    outcomes = pull(store, [SDXL, INSTRUCT, CONTROLNET, LORA, ADAPTER], mirror=str(root))
+    assert [outcome.error for outcome in outcomes] == [None] * 5
     return store
 
 
@@ -219,4 +219,29 @@ def test_a_missing_model_is_a_503_naming_the_pull_command(mirror, tmp_path):
     assert raised.value.http_status == 503 and raised.value.code == "model_unavailable"
     assert f"portrait models pull {SDXL}" in raised.value.message
     assert "--group generative" in raised.value.message
-    assert predictor.health()["not_loaded"] == [SDXL, CONTROLNET, ADAPTER, LORA]
+    assert predictor.health()["not_loaded"] == [SDXL, INSTRUCT, CONTROLNET, ADAPTER, LORA]
+
+
+def test_an_instruct_edit_keeps_the_photos_size_and_batches_equal_to_single_calls(renderer):
+    photo = pose(12, 48)
+    items = [
+        request(prompt, kind="instruct", model=INSTRUCT, image=photo, width=48, seed=i, image_guidance=1.5)
+        for i, prompt in enumerate(PROMPTS[:2])
+    ]
+    renderer.calls.clear()
+    edited = renderer.render(items)
+    assert [size for size, _ in renderer.calls] == [1 + 1] and edited[0].image.shape == (SIZE, 48, 3)
+    assert [engine.weights for engine in edited[0].engines] == [INSTRUCT]
+    together = renderer.calls[0][1]
+    renderer.calls.clear()
+    renderer.render([items[1]])
+    np.testing.assert_allclose(together[1], renderer.calls[0][1][0], atol=1e-5, rtol=0)
+
+
+def test_an_instruct_edit_needs_an_editor_and_takes_no_controlnet(renderer):
+    with pytest.raises(InvalidParameter, match="unknown editor model"):
+        renderer.admit(request(kind="instruct", image=pose(1)))  # the generator is not an editor
+    with pytest.raises(InvalidParameter, match="no ControlNet"):
+        renderer.admit(
+            request(kind="instruct", model=INSTRUCT, image=pose(1), conditions=(Condition(CONTROLNET, pose(2)),))
+        )

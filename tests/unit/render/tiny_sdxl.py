@@ -15,6 +15,7 @@ import torch
 import yaml
 
 SDXL = "sdxl-tiny"
+INSTRUCT = "sdxl-instruct-tiny"
 CONTROLNET = "controlnet-tiny"
 LORA = "lora-tiny"
 ADAPTER = "ip-adapter-tiny"
@@ -90,14 +91,14 @@ def _text_config():
     )
 
 
-def _unet():
+def _unet(in_channels: int = 4):
     from diffusers import UNet2DConditionModel
 
     return UNet2DConditionModel(
         block_out_channels=BLOCKS,
         layers_per_block=1,
         sample_size=16,
-        in_channels=4,
+        in_channels=in_channels,
         out_channels=4,
         down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
         up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
@@ -112,16 +113,22 @@ def _unet():
     )
 
 
-def save_sdxl(folder: Path) -> None:
+def save_sdxl(folder: Path, *, instruct: bool = False) -> None:
     """A random SDXL pipeline in the official layout (model_index.json, scheduler, two text encoders and tokenizers,
     UNet, VAE), float32 files without a variant. The tokenizers keep the official repository's files (vocab.json and
     merges.txt beside tokenizer_config.json, no tokenizer.json), so loading runs transformers' conversion as it
-    will on the real files."""
-    from diffusers import AutoencoderKL, EulerDiscreteScheduler, StableDiffusionXLPipeline
+    will on the real files. ``instruct``: InstructPix2Pix's layout (diffusers/sdxl-instructpix2pix-768: its UNet
+    takes the start image's latents beside the noise, 8 channels in)."""
+    from diffusers import (
+        AutoencoderKL,
+        EulerDiscreteScheduler,
+        StableDiffusionXLInstructPix2PixPipeline,
+        StableDiffusionXLPipeline,
+    )
     from transformers import CLIPTextModel, CLIPTextModelWithProjection
 
     torch.manual_seed(0)
-    unet = _unet()
+    unet = _unet(8 if instruct else 4)
     vae = AutoencoderKL(
         block_out_channels=[4, 8],
         in_channels=3,
@@ -142,15 +149,12 @@ def save_sdxl(folder: Path) -> None:
     text_encoder = CLIPTextModel(_text_config())
     text_encoder_2 = CLIPTextModelWithProjection(_text_config())
     scratch = folder.parent / (folder.name + "-vocab")
-    pipeline = StableDiffusionXLPipeline(
-        vae=vae,
-        text_encoder=text_encoder,
-        text_encoder_2=text_encoder_2,
-        tokenizer=_tokenizer(scratch),
-        tokenizer_2=_tokenizer(scratch),
-        unet=unet,
-        scheduler=scheduler,
-    )
+    parts = {"vae": vae, "text_encoder": text_encoder, "text_encoder_2": text_encoder_2, "unet": unet}
+    parts |= {"tokenizer": _tokenizer(scratch), "tokenizer_2": _tokenizer(scratch), "scheduler": scheduler}
+    if instruct:
+        pipeline = StableDiffusionXLInstructPix2PixPipeline(**parts, add_watermarker=False)
+    else:
+        pipeline = StableDiffusionXLPipeline(**parts)
     pipeline.save_pretrained(folder)
     for name in ("tokenizer", "tokenizer_2"):
         (folder / name / "tokenizer.json").unlink(missing_ok=True)
@@ -263,6 +267,7 @@ def build_mirror(root: Path) -> Path:
     """Save every tiny part under ``root`` (the mirror: ``<mirror>/<file>``) and write the manifest that lists
     them; returns the manifest's path."""
     save_sdxl(root / "generative" / SDXL)
+    save_sdxl(root / "generative" / INSTRUCT, instruct=True)
     save_controlnet(root / "generative" / CONTROLNET)
     lora = save_lora(root / "generative" / "loras")
     save_ip_adapter(root / "generative" / ADAPTER)
@@ -274,6 +279,14 @@ def build_mirror(root: Path) -> Path:
             task="image_generation",
             architecture="sdxl",
             url="https://example.invalid/sdxl-tiny/resolve/main",
+            **common,
+        ),
+        INSTRUCT: folder_entry(
+            root,
+            f"generative/{INSTRUCT}",
+            task="image_editing",
+            architecture="sdxl-instructpix2pix",
+            url="https://example.invalid/sdxl-instruct-tiny/resolve/main",
             **common,
         ),
         CONTROLNET: folder_entry(
@@ -321,6 +334,7 @@ SHIPPED_PARTS = {
     "controlnet-openpose-sdxl": CONTROLNET,
     "controlnet-canny-sdxl": CONTROLNET,
     "ip-adapter-plus-face-sdxl": ADAPTER,
+    "sdxl-instructpix2pix-768": INSTRUCT,
 }
 
 
