@@ -1,0 +1,200 @@
+"""Formal clothes on ID photos (tier 0): real portraits through the real face analyzer and MODNet matte."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+from PIL import Image
+
+from deployments.common.errors import InternalError, InvalidParameter
+from deployments.common.image import decode_image
+from deployments.faces.analyze import FaceAnalysisPredictor
+from deployments.idphoto.attire import BUILTIN_TEMPLATES, load_attire_templates, place_attire
+from deployments.idphoto.attire import dress as dress_photo
+
+TEMPLATES = sorted(BUILTIN_TEMPLATES)
+PHOTOS = [
+    "astronaut",
+    pytest.param("hivision_test0.jpg", marks=pytest.mark.eval),
+    pytest.param("hivision_test1.jpg", marks=pytest.mark.eval),
+]
+
+
+@pytest.fixture(scope="module")
+def analyzer(mediapipe_dir) -> FaceAnalysisPredictor:
+    return FaceAnalysisPredictor(mediapipe_dir)
+
+
+@pytest.fixture(scope="module")
+def portrait(request, analyzer, matter, astronaut_rgb):
+    """A photo, its one face and its MODNet matte (float32), loaded once per photo name."""
+    cache: dict[str, tuple] = {}
+
+    def load(name: str):
+        if name not in cache:
+            if name == "astronaut":
+                rgb = astronaut_rgb
+            else:
+                shared = request.getfixturevalue("shared_dir")
+                rgb = decode_image((shared / "eval" / "idphoto" / name).read_bytes()).rgb
+            cache[name] = _analysed(rgb, analyzer, matter)
+        return cache[name]
+
+    return load
+
+
+def _analysed(rgb, analyzer, matter):
+    faces = analyzer.analyze(rgb)
+    assert len(faces) == 1
+    return rgb, faces[0], matter.matte(rgb, "modnet")
+
+
+def _below_neck_line(shape_hw, face, placement) -> np.ndarray:
+    ys, xs = np.mgrid[: shape_hw[0], : shape_hw[1]].astype(np.float64)
+    down = np.asarray(placement.down)
+    depth = (xs - face.chin[0]) * down[0] + (ys - face.chin[1]) * down[1]
+    return depth >= placement.neck_line_e * placement.eye_distance_px - 1.0
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+@pytest.mark.parametrize("photo", PHOTOS)
+def test_face_hair_and_neck_above_the_neck_line_stay_bit_identical(portrait, photo, name):
+    rgb, face, alpha = portrait(photo)
+    template = BUILTIN_TEMPLATES[name]
+    out_rgb, out_alpha = dress_photo(rgb, alpha, face, template)
+    placement = place_attire(alpha, face, template.drawing())
+    above = ~_below_neck_line(rgb.shape[:2], face, placement)
+    assert np.array_equal(out_rgb[above], rgb[above])
+    assert np.array_equal(out_alpha[above], alpha[above])
+    assert out_rgb.dtype == np.uint8 and out_alpha.dtype == alpha.dtype
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+@pytest.mark.parametrize("photo", PHOTOS)
+def test_the_person_below_the_chin_wears_the_new_clothes(portrait, photo, name):
+    rgb, face, alpha = portrait(photo)
+    out_rgb, _ = dress_photo(rgb, alpha, face, BUILTIN_TEMPLATES[name])
+    eye = face.eye_distance_px
+    chin_x, chin_y = np.round(face.chin).astype(int)
+    rows = slice(chin_y + round(1.2 * eye), min(rgb.shape[0], chin_y + round(2.2 * eye)))
+    cols = slice(max(0, chin_x - round(1.5 * eye)), chin_x + round(1.5 * eye))
+    person = alpha[rows, cols] > 0.9
+    changed = np.abs(out_rgb[rows, cols].astype(int) - rgb[rows, cols]).max(axis=-1) > 12
+    assert person.sum() > 100
+    assert changed[person].mean() > 0.8
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+@pytest.mark.parametrize("photo", PHOTOS)
+def test_only_the_person_and_the_clothes_change(portrait, photo, name):
+    rgb, face, alpha = portrait(photo)
+    out_rgb, out_alpha = dress_photo(rgb, alpha, face, BUILTIN_TEMPLATES[name])
+    changed = (out_rgb != rgb).any(axis=-1) | (out_alpha != alpha)
+    person_or_clothes = (alpha > 0) | (out_alpha > alpha)
+    assert not (changed & ~person_or_clothes).any()
+    assert (out_alpha >= alpha).all()  # the union: the person never loses a pixel
+
+
+def test_a_uint8_matte_comes_back_uint8_and_as_union(portrait):
+    rgb, face, alpha = portrait("astronaut")
+    alpha_u8 = np.round(alpha * 255).astype(np.uint8)
+    _, out = dress_photo(rgb, alpha_u8, face, BUILTIN_TEMPLATES["suit-tie"], "black")
+    assert out.dtype == np.uint8 and (out >= alpha_u8).all() and (out > alpha_u8).any()
+
+
+VARIANTS = {
+    "shifted": dict(angle_deg=0.0, scale=1.0, shift_xy=(-40.0, 30.0)),
+    "smaller": dict(angle_deg=0.0, scale=0.8, shift_xy=(0.0, 0.0)),
+    "rotated-left": dict(angle_deg=10.0, scale=1.0, shift_xy=(0.0, 0.0)),
+    "rotated-right": dict(angle_deg=-10.0, scale=1.0, shift_xy=(0.0, 0.0)),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_the_collar_stays_under_the_chin_when_the_photo_moves(portrait, analyzer, matter, variant):
+    rgb, face, alpha = portrait("astronaut")
+    drawing = BUILTIN_TEMPLATES["suit-tie"].drawing()
+    base = place_attire(alpha, face, drawing)
+    spec = VARIANTS[variant]
+    height, width = rgb.shape[:2]
+    affine = cv2.getRotationMatrix2D((width / 2, height / 2), spec["angle_deg"], spec["scale"])
+    affine[:, 2] += spec["shift_xy"]
+    moved = cv2.warpAffine(rgb, affine, (width, height), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT)
+    moved_rgb, moved_face, moved_alpha = _analysed(moved, analyzer, matter)
+    placed = place_attire(moved_alpha, moved_face, drawing)
+    eye = placed.eye_distance_px
+    offset = np.subtract(placed.collar_xy, moved_face.chin)
+    assert abs(offset @ np.asarray(placed.right)) < 0.05 * eye  # centred under the chin, along the face's axis
+    expected = affine[:, :2] @ np.asarray(base.collar_xy) + affine[:, 2]
+    assert np.linalg.norm(np.subtract(placed.collar_xy, expected)) < 0.25 * eye
+    out_rgb, _ = dress_photo(moved_rgb, moved_alpha, moved_face, BUILTIN_TEMPLATES["suit-tie"])
+    x, y = np.round(np.asarray(placed.collar_xy) + 0.6 * eye * np.asarray(placed.down)).astype(int)
+    assert not np.array_equal(out_rgb[y, x], moved_rgb[y, x])  # the tie's knot is drawn there
+
+
+def test_every_template_lists_titles_and_colours_and_refuses_an_unknown_colour():
+    listed = [BUILTIN_TEMPLATES[name].to_json() for name in TEMPLATES]
+    assert {"suit-tie", "suit", "women-suit", "white-shirt", "blouse", "school-uniform"} <= set(TEMPLATES)
+    assert all(entry["title"]["zh"] and entry["title"]["en"] and entry["colours"] for entry in listed)
+    assert set(BUILTIN_TEMPLATES["suit-tie"].colours) == {"navy", "black", "charcoal", "grey"}
+    with pytest.raises(InvalidParameter, match="pink"):
+        BUILTIN_TEMPLATES["suit-tie"].drawing("pink")
+
+
+def _write_template(folder, name="my-suit", **changes):
+    rgba = np.zeros((200, 400, 4), np.uint8)
+    cv2.fillPoly(rgba, [np.array([[160, 20], [240, 20], [390, 70], [395, 199], [5, 199], [10, 70]])], (90, 20, 20, 255))
+    Image.fromarray(rgba, "RGBA").save(folder / f"{name}.png")
+    spec = {
+        "title_zh": "我的西装",
+        "title_en": "My suit",
+        "eye_distance_px": 60,
+        "collar_xy": [200, 20],
+        "neck_width_px": 80,
+        "shoulder_width_px": 380,
+        "colours": {"wine": [90, 20, 20], "green": [20, 90, 20]},
+    }
+    (folder / f"{name}.json").write_text(json.dumps({**spec, **changes}), encoding="utf-8")
+
+
+def test_a_user_template_is_used_by_name(tmp_path, portrait):
+    _write_template(tmp_path)
+    templates = load_attire_templates(tmp_path)
+    assert set(BUILTIN_TEMPLATES) < set(templates) and not templates["my-suit"].builtin
+    rgb, face, alpha = portrait("astronaut")
+    out_rgb, _ = dress_photo(rgb, alpha, face, templates["my-suit"], "green")
+    x, y = np.round(np.asarray(face.chin) + [0.0, 1.5 * face.eye_distance_px]).astype(int)
+    assert tuple(out_rgb[y, x]) == pytest.approx((20, 90, 20), abs=3)
+
+
+@pytest.mark.parametrize(
+    ("breakage", "file", "reason"),
+    [
+        ("json", "my-suit.json", "Expecting"),
+        ("field", "my-suit.json", "neck_width_px"),
+        ("collar", "my-suit.json", "outside"),
+        ("opaque", "my-suit.png", "transparent PNG"),
+        ("lonely", "lonely.png", "no lonely.json"),
+        ("builtin", "suit.json", "taken by a built-in"),
+    ],
+)
+def test_a_malformed_user_template_is_refused_naming_the_file(tmp_path, breakage, file, reason):
+    _write_template(tmp_path)
+    if breakage == "json":
+        (tmp_path / "my-suit.json").write_text("{not json", encoding="utf-8")
+    elif breakage == "field":
+        _write_template(tmp_path, neck_width_px=-3)
+    elif breakage == "collar":
+        _write_template(tmp_path, collar_xy=[900, 20])
+    elif breakage == "opaque":
+        Image.new("RGB", (400, 200), (90, 20, 20)).save(tmp_path / "my-suit.png")
+    elif breakage == "lonely":
+        Image.new("RGBA", (40, 20)).save(tmp_path / "lonely.png")
+    else:
+        _write_template(tmp_path, name="suit")
+    with pytest.raises(InternalError) as refused:
+        load_attire_templates(tmp_path)
+    assert str(tmp_path / file) in refused.value.message and reason in refused.value.message
