@@ -186,7 +186,7 @@ def _drape_e(inside: np.ndarray, rows_e: np.ndarray, placement: AttirePlacement,
     if not valid.any():
         return np.zeros_like(columns_e)
     shift = np.interp(columns_e, columns_e[valid], shift[valid]) * weight
-    return np.convolve(np.pad(shift, 2, mode="edge"), np.ones(5) / 5, mode="valid")
+    return np.convolve(np.pad(shift, 5, mode="edge"), np.ones(11) / 11, mode="valid")
 
 
 def dress(
