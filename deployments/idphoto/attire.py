@@ -808,7 +808,7 @@ SCHOOL_COLOURS: dict[str, RGB] = {"navy": (34, 45, 82), "maroon": (98, 28, 40), 
 
 @functools.cache
 def _drawn(name: str, colour: RGB | None) -> AttireDrawing:
-    """A built-in in one colour, drawn once per process (about 0.3 s each)."""
+    """A built-in in one colour, drawn once per process (0.3 to 1.3 s each on one core: warm them at start)."""
     draw = {
         "suit-tie": functools.partial(_suit, tie=True),
         "suit": functools.partial(_suit, tie=False),
