@@ -24,27 +24,18 @@ import logging
 import socket
 import ssl
 import urllib.parse
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from deployments.common.errors import InvalidParameter
 from serve_app.byte_caps import SNIFF_BYTES, MediaCaps
 from serve_app.instructions import InstructionsConfig
 from serve_app.openai_wire import IN_MESSAGES, RemoteImageRefused
+from serve_app.outbound import IpAddress, reachable
 
 logger = logging.getLogger(__name__)
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-# The only IPv6 space IANA allocates for global unicast; Python 3.11 calls some addresses outside it global (``::/96``,
-# IPv4-compatible; ``64:ff9b:1::/48``, RFC 8215's local-use NAT64; ``fec0::/10``, site-local), and one inside it
-# (``3fff::/20``, RFC 9637's documentation prefix) that is not.
-_GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
-_NOT_GLOBAL_V6 = (ipaddress.ip_network("3fff::/20"),)
 _SAFE = "/?&=%:@!$'()*+,;~"  # characters a request target keeps as they are; the rest (non-ASCII) is %-encoded
-
-IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class _Unfetchable(Exception):
@@ -145,34 +136,6 @@ async def _resolve_once(remote: RemoteImage, config: InstructionsConfig) -> IpAd
     if not addresses or refused:
         raise _Unfetchable(f"{remote.host} resolves to {refused or 'nothing'}, which is not a global address")
     return addresses[0]
-
-
-def reachable(address: IpAddress, trusted: Iterable[IpNetwork]) -> bool:
-    """A global unicast address (what it embeds, for IPv4-mapped, 6to4 and NAT64; an IPv6 one in ``2000::/3`` only),
-    or one in a ``trusted`` network. The rule for every address the service connects to on a caller's say-so (image
-    URLs, job callbacks)."""
-    if any(address in network for network in trusted):
-        return True
-    embedded = _embedded_ipv4(address)
-    if embedded is not None:
-        return reachable(embedded, trusted)
-    if isinstance(address, ipaddress.IPv6Address) and (
-        address not in _GLOBAL_UNICAST_V6 or any(address in network for network in _NOT_GLOBAL_V6)
-    ):
-        return False
-    return address.is_global and not address.is_multicast
-
-
-def _embedded_ipv4(address: IpAddress) -> ipaddress.IPv4Address | None:
-    if not isinstance(address, ipaddress.IPv6Address):
-        return None
-    if address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    if address.sixtofour is not None:
-        return address.sixtofour
-    if address in _NAT64:
-        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return None
 
 
 async def _read_head(reader: asyncio.StreamReader) -> int | None:

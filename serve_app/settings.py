@@ -6,10 +6,13 @@ describes the whole process and each field is declared once.
 
 from __future__ import annotations
 
+import ipaddress
+import urllib.parse
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from deployments.common.image import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
 from deployments.common.settings import REPO_ROOT, ModelSettings
@@ -76,6 +79,46 @@ class Settings(ModelSettings):
     compliance_llm_timeout_s: float = Field(
         10.0, gt=0, le=120, description="past this the compliance gate's rules answer without the language model"
     )
+    edit_endpoint_url: str | None = Field(
+        None,
+        description="an OpenAI-compatible images API's /v1 root (vLLM-Omni: http://gpu-1:8092/v1): the edit job's "
+        "model=external posts the photo to its /images/edits; unset, model=external is a 503",
+    )
+    edit_endpoint_model: str | None = Field(
+        None, description="the model the endpoint serves, sent as `model` (Qwen/Qwen-Image-Edit-2511)"
+    )
+    edit_endpoint_api_key_file: Path | None = Field(
+        None,
+        description="a file holding the endpoint's API key (a mounted secret), instead of "
+        "PORTRAIT_EDIT_ENDPOINT_API_KEY; either is read at each call, sent as a bearer token, never logged",
+    )
+    edit_endpoint_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        le=600,
+        description="one deadline for a whole call (resolving, connecting, sending, the answer): past it 504 "
+        "editor_timeout; keep it under PORTRAIT_REQUEST_TIMEOUT_S",
+    )
+    edit_endpoint_max_response_bytes: int = Field(
+        32 * 1024**2, gt=0, description="a longer answer is refused as it arrives (502 editor_failed)"
+    )
+    edit_endpoint_max_side_px: int = Field(
+        1024,
+        ge=64,
+        le=4096,
+        description="the photo is scaled down to this longest side before it is sent (editors work near 1 MP); the "
+        "answer is scaled back to the photo's size",
+    )
+    edit_endpoint_size: Literal["photo", "auto"] | None = Field(
+        None,
+        description="the `size` sent: photo (the sent photo's WxH; vLLM-Omni takes any), auto (OpenAI's); unset: "
+        "none, the endpoint's own choice",
+    )
+    edit_endpoint_hosts: tuple[str, ...] = Field(
+        (),
+        description="host names or CIDRs the endpoint may be at besides public addresses, on any port (a GPU box on "
+        "10.0.0.0/8); otherwise a public address on port 80 or 443, as for callbacks",
+    )
     events_token: SecretStr | None = Field(
         None,
         description="bearer token POST /v1/events/s3 requires; unset, the ingress starts the webhook on loopback only",
@@ -85,6 +128,32 @@ class Settings(ModelSettings):
         description="absolute base of relative local-folder bucket routes; required on a multi-node cluster "
         "(default on one node: the working directory)",
     )
+
+    @field_validator("edit_endpoint_url")
+    @classmethod
+    def _http_root(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(f"PORTRAIT_EDIT_ENDPOINT_URL must be an http(s) URL with a host, got {url!r}")
+        return url.rstrip("/")
+
+    @field_validator("edit_endpoint_hosts")
+    @classmethod
+    def _hosts_or_networks(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
+        for host in hosts:
+            if "/" in host:
+                ipaddress.ip_network(host, strict=False)  # a ValueError names the bad CIDR
+        return tuple(host.lower() for host in hosts)
+
+    @model_validator(mode="after")
+    def _endpoint_and_model_together(self) -> Settings:
+        if (self.edit_endpoint_url is None) != (self.edit_endpoint_model is None):
+            raise ValueError(
+                "PORTRAIT_EDIT_ENDPOINT_URL and PORTRAIT_EDIT_ENDPOINT_MODEL go together: set both, or neither"
+            )
+        return self
 
     @field_validator("events_token")
     @classmethod

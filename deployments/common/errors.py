@@ -19,14 +19,17 @@ values in the job outcomes, not exceptions; they become errors only where a requ
     │   ├── NoFaceFound             422 no_face
     │   ├── NotCompliant            422 not_compliant
     │   ├── InputRefused            422 input_refused    (the compliance gate refused the photo: ``reason_codes``)
-    │   └── IdentityChanged         422 identity_changed (a face moved below ``min_identity``)
+    │   ├── IdentityChanged         422 identity_changed (a face moved below ``min_identity``)
+    │   └── EditorRefused           422 editor_refused   (the external edit endpoint refused the prompt)
     └── ServiceError (5xx: our side)
         ├── InternalError           500 internal_error   (our own consistency checks: a bug, never the caller's fault)
         ├── ModelUnavailable        503 model_unavailable
         ├── Overloaded              503 overloaded
         ├── StageUnavailable        503 unavailable      (a model stage's replica was lost: node or process died)
         ├── RequestTimeout          504 timeout          (no answer within the request timeout)
-        └── StorageError            502 storage_error
+        ├── StorageError            502 storage_error
+        └── EditorFailed            502 editor_failed    (the external edit endpoint: unreachable, an error, bad JSON)
+            └── EditorTimeout       504 editor_timeout   (no answer within its ``timeout_s``)
 """
 
 from __future__ import annotations
@@ -135,6 +138,13 @@ class IdentityChanged(InputError):
     http_status = 422
 
 
+class EditorRefused(InputError):
+    """The external edit endpoint refused the prompt (its own content policy): the caller's words, not our fault."""
+
+    code = "editor_refused"
+    http_status = 422
+
+
 class ServiceError(PortraitError):
     code = "service_error"
     http_status = 500
@@ -174,3 +184,19 @@ class RequestTimeout(ServiceError):
 class StorageError(ServiceError):
     code = "storage_error"
     http_status = 502
+
+
+class EditorFailed(ServiceError):
+    """The external edit endpoint gave no usable image: unreachable, refused by the outbound rules, an error status,
+    an answer that is not its JSON, holds no image or is over its byte cap. An operator's service, not ours: the
+    bucket runner records it after its retries instead of waiting for the endpoint (``runner.outcomes.classify``)."""
+
+    code = "editor_failed"
+    http_status = 502
+
+
+class EditorTimeout(EditorFailed):
+    """The external edit endpoint did not answer within its ``timeout_s`` (the whole exchange)."""
+
+    code = "editor_timeout"
+    http_status = 504

@@ -1,9 +1,10 @@
 """What every editor takes and gives, so the job runs any of them: a photo and what to do to it in, the edited photo
-and the engine that edited it out. The LOOK engine (film looks, no model) is the one editor today; a neural editor
-(FLUX.2 klein, InstructPix2Pix, an OpenAI-compatible ``/v1/images/edits`` endpoint) is another ``Editor``: a model
-stage whose call takes ``PhotoToEdit`` items (the job then awaits ``backend.call``), chosen by the job's
-``editor_for``. The job keeps what is around the editor whichever runs: the restore before, the face-scoped mask, the
-identity blend and the identity judge after, and the refusal policy before anything."""
+and the engine that edited it out. The LOOK engine (film looks, no model) is the in-process editor; an operator's
+OpenAI-compatible ``/v1/images/edits`` endpoint is another, awaited over HTTP at the edge
+(``serve_app/edit_endpoint.py``); an in-process neural editor (FLUX.2 klein, InstructPix2Pix) is a model stage whose
+call takes ``PhotoToEdit`` items (the job then awaits ``backend.call``). The job's ``edit_photo`` picks one. The job
+keeps what is around the editor whichever runs: the restore before, the face-scoped mask, the identity blend and the
+identity judge after, and the refusal policy before anything."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from deployments.common.params import JobParams
 from deployments.edit.looks import default_looks
@@ -13,6 +13,10 @@ from deployments.edit.looks import default_looks
 # code change.
 LOOK_NAMES = tuple(default_looks())
 MAX_PROMPT_CHARS = 500
+# The editors a caller may name besides the LOOK engine (the default). One word each: every value is also an OpenAI
+# model id (``GET /v1/models``) and a word the instruction rules read, so a name like "look" or "edit-..." would catch
+# everyday prompts ("make it look like...").
+EXTERNAL = "external"  # the operator's OpenAI-compatible /v1/images/edits endpoint (PORTRAIT_EDIT_ENDPOINT_*)
 
 
 class EditParams(JobParams):
@@ -37,6 +41,12 @@ class EditParams(JobParams):
         description="how much of the person's own face is blended back over the look, through a feathered mask over "
         "each face (1: the face region as restored)",
     )
+    model: Literal[EXTERNAL] | None = Field(
+        None,
+        description="the editor: the LOOK engine by default (film looks, no model); external: the operator's "
+        "OpenAI-compatible images endpoint (e.g. Qwen-Image-Edit), which edits by `prompt` alone (503 where none is "
+        "configured)",
+    )
     restore: bool = Field(True, description="restore the faces first (the restore job's restorer)")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="the grain's seed: the same seed gives the same result")
     min_identity: float | None = Field(
@@ -47,3 +57,11 @@ class EditParams(JobParams):
         "below this, on the identity judge's scale (each face's identity is reported either way)",
     )
     format: Literal["auto", "jpeg", "png", "webp"] = Field("auto", description="auto: JPEG for JPEG input, else PNG")
+
+    @model_validator(mode="after")
+    def _the_endpoint_edits_by_words(self) -> EditParams:
+        if self.model == EXTERNAL and self.prompt is None:
+            raise ValueError("model external edits by the words of `prompt`: give one")
+        if self.model == EXTERNAL and self.look is not None:
+            raise ValueError("`look` is the LOOK engine's; model external reads only `prompt`")
+        return self

@@ -2,8 +2,9 @@
 presets and cartoon styles of the ``JobContext``, and the phrase list ``lexicon.yaml``.
 
 Nothing here lists a preset, a style or a model by name: a preset added to ``configs/id_specs.yaml``, a style added
-to the manifest or a model added to ``RestoreParams.model`` is recognised by its own name with no code change, and a
-lexicon entry for an option the running service lacks is left out.
+to the manifest or a model added to ``RestoreParams.model`` is recognised by its own name with no code change (a
+model its job refuses on its own, without other options, is not), and a lexicon entry for an option the running
+service lacks is left out.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from deployments.common.errors import InternalError
 from deployments.common.params import JobParams
@@ -183,7 +185,8 @@ def build_vocabulary(
             add(texts, _accepting(models, context, "style", name), {"style": name})
     for task, model in models.items():
         for alias, model_id in _model_aliases(model).items():
-            add([alias], frozenset({task}), {"model": model_id})
+            if _valid_alone(model, "model", model_id):  # not the edit's external endpoint: it needs a prompt too
+                add([alias], frozenset({task}), {"model": model_id})
     numbers = [
         NumberName(field, field_tasks[field], _number_pattern([field, *lexicon.numbers.get(field, ())]))
         for field in dict.fromkeys(name for model in models.values() for name in numeric_fields(model))
@@ -211,6 +214,15 @@ def _accepting(models: Mapping[str, type[JobParams]], context: JobContext, name:
         if not choices or value in choices:
             accepting.add(task)
     return frozenset(accepting)
+
+
+def _valid_alone(model: type[JobParams], name: str, value: Any) -> bool:
+    """Whether ``model`` takes ``{name: value}`` with every other option at its default."""
+    try:
+        model.model_validate({name: value})
+    except ValidationError:
+        return False
+    return True
 
 
 def _model_aliases(model: type[JobParams]) -> dict[str, str]:

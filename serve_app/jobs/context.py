@@ -21,6 +21,7 @@ from deployments.video.pipeline import VideoOptions
 from deployments.video.probe import VideoLimits
 from deployments.video.tracking import TrackingOptions
 from serve_app.byte_caps import MediaCaps, media_caps
+from serve_app.edit_endpoint import EditEndpoint
 from serve_app.jobs.deadline import run_in_worker
 from serve_app.settings import Settings
 
@@ -44,7 +45,7 @@ class CompliancePolicy:
 @dataclass(frozen=True)
 class JobContext:
     """Input limits, the model manifest, the ID-photo standards and the cartoon styles: the same for every job of a
-    process (read from their files once); what the compliance gate checks."""
+    process (read from their files once); what the compliance gate checks; the edit job's external endpoint, if any."""
 
     limits: Limits
     manifest: Mapping[str, ModelSpec]
@@ -52,6 +53,7 @@ class JobContext:
     cartoon_styles: tuple[str, ...]
     video: VideoSettings
     compliance: CompliancePolicy = CompliancePolicy()
+    edit_endpoint: EditEndpoint | None = None
 
     def media_caps(self) -> MediaCaps:
         """The byte caps of the asynchronous paths, which take photos and videos."""
@@ -92,6 +94,7 @@ def job_context(settings: Settings) -> JobContext:
             llm=settings.compliance_llm,
             llm_timeout_s=settings.compliance_llm_timeout_s,
         ),
+        edit_endpoint=EditEndpoint.from_settings(settings),
     )
 
 

@@ -1,6 +1,8 @@
 """Text-guided face style (``POST /v1/edit``): decode → restore the faces (``restore``) → the editor (the LOOK
-engine: a film look over the photo, or only the faces with ``scope=face``) → the person's own face blended back
-(``identity_keep``) → the identity judge per face, the restored face before against the edited face after → encode.
+engine: a film look over the photo; ``model=external``: the operator's OpenAI-compatible images endpoint, by the
+prompt's words, ``serve_app/edit_endpoint.py``) laid over the photo, or only the faces with ``scope=face`` → the
+person's own face blended back (``identity_keep``) → the identity judge per face, the restored face before against the
+edited face after → encode.
 
 The refusal policy runs first (``deployments/edit/words.py``): at parse, so the instruction interpreters, bucket
 routes and the HTTP route refuse alike. The orchestration only: the pure steps live in ``deployments/edit/``."""
@@ -17,10 +19,10 @@ from deployments.common.admission import EDIT_OUTPUT
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter, NoFaceFound
 from deployments.common.params import parse_params
-from deployments.edit.editor import Editor, LookEditor, PhotoToEdit
+from deployments.edit.editor import EditedPhoto, LookEditor, PhotoToEdit
 from deployments.edit.looks import Look, default_looks
 from deployments.edit.mask import face_mask
-from deployments.edit.params import LOOK_NAMES, EditParams
+from deployments.edit.params import EXTERNAL, LOOK_NAMES, EditParams
 from deployments.edit.pipeline import compose_edit
 from deployments.edit.words import look_from_prompt, refuse_edit
 from deployments.faces.types import ANALYZE_FACES, Face
@@ -28,6 +30,7 @@ from deployments.restore.gray import is_gray
 from deployments.restore.params import RestoreParams
 from deployments.restore.pipeline import select_faces
 from serve_app.backend import Backend
+from serve_app.edit_endpoint import EditEndpoint, EndpointEditor, require_endpoint
 from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.deadline import run_in_worker
 from serve_app.jobs.identity import judged_face, report_identities
@@ -40,7 +43,9 @@ RESTORE_DEFAULTS = RestoreParams()  # the faces restored as the restore job's de
 def parse(fields: Mapping[str, Any], context: JobContext) -> EditParams:
     params = parse_params(EditParams, fields)
     refuse_edit(params.prompt)
-    if params.look is None and params.prompt is not None:
+    if params.model == EXTERNAL:
+        require_endpoint(context.edit_endpoint)  # 503 now, before an asynchronous job stores its upload
+    elif params.look is None and params.prompt is not None:
         chosen_look(params)  # a prompt naming no look is refused now, not after the upload is decoded
     return params
 
@@ -65,13 +70,17 @@ def chosen_look(params: EditParams) -> tuple[Look, str]:
     return looks[name], "prompt"
 
 
-def editor_for(params: EditParams) -> Editor:
-    """The editor that runs ``params``: the LOOK engine (the only one today; neural editors plug in here)."""
-    return LookEditor()
+async def edit_photo(item: PhotoToEdit, endpoint: EditEndpoint | None) -> EditedPhoto:
+    """The editor at work on ``item``: the operator's images endpoint over HTTP (``model=external``), else the LOOK
+    engine in a worker thread (in-process neural editors plug in here)."""
+    if endpoint is not None:
+        return await EndpointEditor(endpoint, run_in_worker).edit(item)
+    return await run_in_worker(LookEditor().edit, item)
 
 
 async def run(backend: Backend, data: bytes, params: EditParams, context: JobContext) -> JobResult:
-    look, chosen_by = chosen_look(params)
+    endpoint = require_endpoint(context.edit_endpoint) if params.model == EXTERNAL else None
+    look, chosen_by = chosen_look(params) if endpoint is None else (None, None)
     timings = Timings()
     with timings.phase("decode"):
         source = await decode_upload(data, context.limits, EDIT_OUTPUT)
@@ -82,23 +91,27 @@ async def run(backend: Backend, data: bytes, params: EditParams, context: JobCon
         raise NoFaceFound("scope=face needs a face, and none was found; send scope=whole to style the whole photo")
     base, engines = await _restored(backend, source.rgb, chosen, params, gray, timings)
     with timings.phase("edit"):
-        edited = await run_in_worker(editor_for(params).edit, PhotoToEdit(base, params.prompt, look, params.seed))
+        edited = await edit_photo(PhotoToEdit(base, params.prompt, look, params.seed), endpoint)
     with timings.phase("compose"):
         result = await run_in_worker(_compose, base, edited.rgb, chosen, params)
     with timings.phase("identity"):
         before = [judged_face(base, face) for face in chosen]
         after = [judged_face(result, face) for face in chosen]
         identities = await report_identities(backend, before, after, params.min_identity)
-    report = {"edit": {"look": look.name, "chosen_by": chosen_by, "scope": params.scope, "restored": bool(chosen)}}
+    edit = {"scope": params.scope, "restored": bool(chosen)}
+    if endpoint is not None:  # its host and model, never its key
+        edit |= {"endpoint": endpoint.host, "model": endpoint.model}
+    if look is not None:
+        edit |= {"look": look.name, "chosen_by": chosen_by}
     return await encode_job_result(
-        params.model_copy(update={"look": look.name}),
+        params if look is None else params.model_copy(update={"look": look.name}),
         source,
         result,
         engines + [edited.engine],
         faces=len(chosen),
         timings=timings,
         fallback_engine=edited.engine.engine,
-        report=report,
+        report={"edit": edit},
         identity=identities.lowest(),
     )
 

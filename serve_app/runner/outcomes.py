@@ -6,10 +6,11 @@ running the job, writing the result or the error record):
 - the caller's fault (``InputError``): an error record at once, with the error's code;
 - ``TRANSIENT`` (throttling, 5xx, network, a replica restarting): retried with backoff, then left for the next scan
   with nothing written;
-- ``PERMANENT`` (the store refuses: access denied, no such bucket, key too long, archived object), ``TIMEOUT``
-  (slower than the job timeout) and ``BUG`` (ours): retried, then an error record with the store's code, ``timeout``
-  or ``internal_error``, so the object is not redone on every scan. ``Strikes`` counts these per object version
-  across scans, so N tries means N, not N per scan.
+- ``PERMANENT`` (the store refuses: access denied, no such bucket, key too long, archived object; the operator's
+  edit endpoint fails, an outside service a job does not wait for), ``TIMEOUT`` (slower than the job timeout) and
+  ``BUG`` (ours): retried, then an error record with the store's or the endpoint's code (``editor_failed``,
+  ``editor_timeout``), ``timeout`` or ``internal_error``, so the object is not redone on every scan. ``Strikes``
+  counts these per object version across scans, so N tries means N, not N per scan.
 
 No Ray here: the deployment passes Ray's transient errors in; a jobs store can reuse the same pieces.
 """
@@ -25,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deployments.common.errors import InternalError, PortraitError, RequestTimeout, ServiceError
+from deployments.common.errors import EditorFailed, InternalError, PortraitError, RequestTimeout, ServiceError
 from storage.errors import ObjectStoreError
 
 
@@ -107,6 +108,8 @@ def classify(exc: BaseException, transient: Callable[[BaseException], bool] = is
     if isinstance(exc, (TimeoutError, RequestTimeout)):
         return Fault.TIMEOUT
     if isinstance(exc, ObjectStoreError) and not exc.retryable:
+        return Fault.PERMANENT
+    if isinstance(exc, EditorFailed):  # its own code in the record after the retries, not a wait for the endpoint
         return Fault.PERMANENT
     return Fault.TRANSIENT if transient(exc) else Fault.BUG
 
