@@ -937,3 +937,13 @@ def _user_drawing(rgba: np.ndarray, spec: UserTemplateFile, colour: RGB | None) 
         shoulder_width_px=spec.shoulder_width_px,
         eye_distance_px=spec.eye_distance_px,
     )
+
+
+DEFAULT_ATTIRE_FOLDER = Path(__file__).resolve().parents[2] / "configs" / "attire"
+
+
+@functools.cache
+def default_attire_templates() -> Mapping[str, AttireTemplate]:
+    """The built-ins and the templates users dropped into ``configs/attire/`` (its README says how), loaded once per
+    process: a malformed one stops the start naming its file."""
+    return load_attire_templates(DEFAULT_ATTIRE_FOLDER)

@@ -18,6 +18,7 @@ from deployments.common.admission import IDPHOTO_OUTPUT
 from deployments.common.errors import InternalError, InvalidParameter
 from deployments.common.params import JobParams
 from deployments.common.params import parse_params as parse_job_params
+from deployments.idphoto.attire import default_attire_templates
 from deployments.idphoto.background import Backdrop
 from deployments.idphoto.lighting import Lighting
 from deployments.idphoto.matte import DEFAULT_MATTING, Matting
@@ -106,6 +107,13 @@ class IdPhotoParams(JobParams):
     matting: Matting = Field(
         default=DEFAULT_MATTING, description="modnet: MODNet matting, hair strands kept; selfie: fast, coarser edges"
     )
+    attire: str = Field(
+        default="none",
+        description="formal clothes over the person's own (换正装): none, or a template of GET /v1/idphoto/attire "
+        "(suit-tie, suit, women-suit, white-shirt, blouse, school-uniform, or one of configs/attire/); the face, hair "
+        "and neck stay the person's own pixels",
+    )
+    attire_color: str | None = Field(default=None, description="one of the template's colours; default: its first")
     # Touch-ups of the person only (HivisionIDPhotos' names and ranges; see deployments/idphoto/touchup.py).
     whitening_strength: float = Field(default=0.0, ge=0, le=30)
     brightness_strength: float = Field(default=0.0, ge=-50, le=50)
@@ -167,6 +175,26 @@ class IdPhotoParams(JobParams):
         if colour == TRANSPARENT:
             raise ValueError("a watermark needs a colour; lower watermark_opacity to make it fainter")
         return colour
+
+    @field_validator("attire")
+    @classmethod
+    def _known_attire(cls, value: str) -> str:
+        templates = default_attire_templates()
+        if value != "none" and value not in templates:
+            raise ValueError(f"unknown attire {value!r}; attire: none, {', '.join(templates)}")
+        return value
+
+    @model_validator(mode="after")
+    def _attire_colour(self) -> IdPhotoParams:
+        if self.attire_color is None:
+            return self
+        if self.attire == "none":
+            raise ValueError("attire_color goes with an attire: name one (GET /v1/idphoto/attire)")
+        colours = default_attire_templates()[self.attire].colours
+        if self.attire_color not in colours:
+            offered = ", ".join(colours) or "none (the template is used as drawn)"
+            raise ValueError(f"attire_color of {self.attire} is one of: {offered}")
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> IdPhotoParams:

@@ -20,6 +20,7 @@ from deployments.common.errors import InternalError, NoFaceFound, NotCompliant
 from deployments.common.image import require_image
 from deployments.common.timings import Timings
 from deployments.faces.types import Face
+from deployments.idphoto.attire import default_attire_templates, dress
 from deployments.idphoto.background import draw_backdrop
 from deployments.idphoto.geometry import Framing, group_face, plan_framing
 from deployments.idphoto.matte import MODNET_REFERENCE_PX, LowResMatte, Matting, keep_subject
@@ -42,6 +43,7 @@ from deployments.idphoto.report import (
     reasons_for,
 )
 from deployments.idphoto.specs import IdSpec
+from deployments.idphoto.steps import IDENTITY_AFFINE, matte_of_cut_out
 from deployments.idphoto.texts import Lang, edges, say
 from deployments.idphoto.touchup import look_notes, mirror_framing
 from deployments.idphoto.watermark import draw_watermark
@@ -120,6 +122,9 @@ def make_id_photo(
         raise InternalError(f"the matte was made in {low.matting} mode, the job asked for {params.matting}")
     with timings.phase("segment_ms"):
         low = keep_subject(low, _person_points(people), min(float(f.box[2] - f.box[0]) for f in people))
+    if params.attire != "none":  # before the framing: the shoulders need the uncropped person
+        with timings.phase("attire_ms"):
+            rgb, low = _dressed(rgb, low, people, params)
     with timings.phase("geometry_ms"):
         framing = plan_framing(group_face(people), low, spec, align=params.align)
         if params.horizontal_flip:
@@ -156,6 +161,19 @@ def make_id_photo(
             details={"reasons": list(report.reasons), "report": report.to_json()},
         )
     return IdPhotoOutcome(encoded.data, encoded.media_type, sheet, report, timings.ms, framing, hd)
+
+
+def _dressed(
+    rgb: np.ndarray, low: LowResMatte, people: Sequence[Face], params: IdPhotoParams
+) -> tuple[np.ndarray, LowResMatte]:
+    """The people in ``params.attire`` (tier 0: ``deployments/idphoto/attire.py``), and the matte of the person and
+    the clothes together (a cut-out's matte: only resampled from here on, as the matte step's output is)."""
+    template = default_attire_templates()[params.attire]
+    height, width = rgb.shape[:2]
+    alpha = np.clip(np.rint(low.matte_at(IDENTITY_AFFINE, (width, height), rgb) * 255.0), 0, 255).astype(np.uint8)
+    for person in people:
+        rgb, alpha = dress(rgb, alpha, person, template, params.attire_color, mesh=person.mesh)
+    return rgb, matte_of_cut_out(alpha)
 
 
 @dataclass(frozen=True, eq=False)

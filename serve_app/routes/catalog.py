@@ -1,5 +1,5 @@
 """What the service offers: the jobs (``/v1/tasks``), the models (``/v1/models``), the ID-photo standards, the
-cartoon styles, the film looks and the portrait styles.
+cartoon styles, the film looks, the portrait styles and the ID photo's attire templates.
 
 (No ``from __future__ import annotations`` here: FastAPI resolves the route annotations at run time.)
 """
@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 
 from deployments.cartoon.types import CARTOON_DEPLOYMENTS
 from deployments.edit.looks import default_looks
+from deployments.idphoto.attire import default_attire_templates
 from deployments.portrait.styles import default_styles
 from serve_app.app_state import health_reports, settings_of
 from serve_app.instructions.vocabulary import enum_values
@@ -106,3 +107,11 @@ async def portrait_styles() -> dict:
     """Every style of the portrait job (``configs/portrait_styles.yaml``): its name (the ``style`` option), its titles
     in Chinese and English, its size, steps, ControlNet scales and LoRAs. The Renderer draws them all."""
     return {"styles": [style.to_json() for style in default_styles().values()]}
+
+
+@router.get("/v1/idphoto/attire", tags=["jobs"])
+async def idphoto_attire() -> dict:
+    """Every attire template of the ID photo (the ``attire`` option): the built-ins, drawn by code, and those of
+    ``configs/attire/``: name, titles in Chinese and English, colours (``attire_color``) and the tiers that draw it
+    (0: the template, on a CPU)."""
+    return {"attire": [template.to_json() for template in default_attire_templates().values()]}
