@@ -2,13 +2,16 @@
 
 A template is a transparent drawing of clothes at a reference scale (``REFERENCE_EYE_PX`` pixels between the eyes)
 with three anchors: the collar's centre (where the neck meets the collar), the neck width and the shoulder width.
-:func:`dress` scales it by the eye distance, turns it by the eye line's roll, centres its collar under the chin,
-stretches it sideways to the person's neck and shoulders (measured on the matte) and lays it over the person's own
-clothes. Only pixels below the neck line (``NECK_LINE_E`` eye distances below the chin, along the face's vertical
-axis) may change, so the face, the hair above it and the neck stay the person's own pixels, bit for bit.
+:func:`dress` scales it by the eye distance, turns it by the eye line's roll, centres its collar under the chin
+with its top at the base of the neck (just below the chin, higher where the person's own collar starts higher: the
+neck is read by the face's skin colour), stretches it sideways to the person's neck and shoulders (per side) and
+drapes its shoulders onto the person's outline (the matte) between natural slopes, over the person's own clothes.
+Only pixels below the neck line (``NECK_LINE_E`` eye distances below the lowest point of the face, along its vertical
+axis) may change, so the face, the hair above it and the neck above the collar stay the person's own pixels, bit for
+bit.
 
-The built-in templates are drawn here (no copied assets): polygons in eye-distance units painted on a canvas
-``SUPERSAMPLE`` times finer and area-shrunk (anti-aliased edges), with soft gradients and fold shadows. Users add
+The built-in templates are drawn here (no copied assets): anti-aliased polygons in eye-distance units on a canvas
+``SUPERSAMPLE`` times finer (1: about 0.1 s a drawing on one core), with soft gradients and fold shadows. Users add
 templates as a folder of ``<name>.png`` (RGBA, the clothes at any scale) and ``<name>.json`` (titles, anchors,
 optional colours), validated at start by :func:`load_attire_templates`.
 """
@@ -35,20 +38,23 @@ from deployments.faces.types import Face
 RGB = tuple[int, int, int]
 
 REFERENCE_EYE_PX = 80  # built-in drawings' eye distance
-SUPERSAMPLE = 3  # built-ins are painted this many times finer, then area-shrunk
+SUPERSAMPLE = 1  # built-ins are painted this many times finer, then area-shrunk (1: anti-aliased polygons)
 # Everything below is in eye distances (E): about 6.3 cm on an adult, so a neck is ~1.8 E wide, shoulders ~6 E.
-NECK_LINE_E = 0.3  # nothing at or above this far below the chin changes
-COLLAR_DROP_E = 0.5  # the collar's centre below the chin (its sides rise 0.12 E: still below the neck line)
+NECK_LINE_E = 0.06  # nothing at or above this far below the lowest point of the face changes
+NECK_BASE_E = 0.3  # the collar's top (its wings at the neck's sides) at most this far below the face
 NECK_PER_FACE_WIDTH = 0.8  # a neck is about this much of the face's width (cheek to cheek)
 NECK_HALF_RANGE_E = (0.7, 1.05)
-SHOULDER_HALF_RANGE_E = (2.6, 3.9)
+SHOULDER_HALF_RANGE_E = (2.4, 4.4)  # per side: the outline's edge less 0.2 E
 _NECK_HALF_E = 0.85  # the built-ins' neck and shoulder half-widths before fitting
 _SHOULDER_HALF_E = 3.1
 _CANVAS_X_E = 4.6  # the built-ins' canvas: x in [-4.6, 4.6], y in [-0.3, 5.2] around the collar
 _CANVAS_Y_E = (-0.3, 5.2)
 _PROFILE_PX_PER_E = 10  # resolution of the matte profile the fit reads
 _PROFILE_HALF_COLS = 6 * _PROFILE_PX_PER_E
-DRAPE_RANGE_E = (-0.8, 0.4)  # how far a column of the drawing may move up (-) or down (+) to meet the shoulders
+SHOULDER_SLOPE_DEG = (15.0, 25.0)  # a shoulder line falls from the neck's sides between these slopes
+_COLLAR_ROLL_E = 0.3  # beside the neck a jacket's collar may stay level this far before the shoulder falls
+DRAPE_RANGE_E = (-1.2, 0.8)  # how far a column of the drawing may move up (-) or down (+) to meet the shoulders
+_NECK_GRID_E = 0.05  # the neck's skin is read on a grid this fine
 _SKIN_BIN_E = 0.05  # the neck's colour is read in columns this wide
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 
@@ -105,7 +111,8 @@ class AttireTemplate:
 class AttirePlacement:
     """Where a template lands on one photo: the collar's centre (photo pixels), the face's axes (unit vectors:
     right and down), the eye distance, and the fit (eye distances): the collar below the chin, the neck line below
-    the chin, the neck's and shoulders' half-widths, and how far each column of the drawing moves down to meet the
+    the chin, the neck's and shoulders' half-widths (the wider side; per side: image-left, image-right), the collar's
+    top below the chin, and how far each column of the drawing moves down to meet the
     shoulders (``_PROFILE_PX_PER_E`` columns per E around the collar)."""
 
     collar_xy: tuple[float, float]
@@ -116,6 +123,9 @@ class AttirePlacement:
     neck_line_e: float
     neck_half_e: float
     shoulder_half_e: float
+    collar_top_e: float = NECK_BASE_E
+    neck_halves_e: tuple[float, float] = (_NECK_HALF_E, _NECK_HALF_E)
+    shoulder_halves_e: tuple[float, float] = (_SHOULDER_HALF_E, _SHOULDER_HALF_E)
     drape_e: np.ndarray = field(default_factory=lambda: np.zeros(2 * _PROFILE_HALF_COLS + 1), repr=False)
 
 
@@ -124,15 +134,23 @@ class AttirePlacement:
 
 
 def place_attire(
-    alpha: np.ndarray, face: Face, drawing: AttireDrawing, *, mesh: np.ndarray | None = None
+    alpha: np.ndarray,
+    face: Face,
+    drawing: AttireDrawing,
+    *,
+    mesh: np.ndarray | None = None,
+    rgb: np.ndarray | None = None,
 ) -> AttirePlacement:
-    """Fit ``drawing`` to the person: scale and roll from the eyes, the collar ``COLLAR_DROP_E`` under the chin,
-    the neck's width from the face's (the matte's width there is often a collar or hair), the shoulders' width and
-    line from the matte (face frame): each column of the drawing outside the neck moves up or down, at most
-    ``DRAPE_RANGE_E``, so its top meets the person's shoulder.
+    """Fit ``drawing`` to the person: scale and roll from the eyes, the collar centred under the chin, its top at
+    the base of the neck, the neck's and shoulders' widths per side, and each column of the drawing outside the neck
+    moved up or down so its top meets the person's shoulder line.
 
-    The neck line sits ``NECK_LINE_E`` below the lowest point of the face (the chin, or any ``mesh`` point lower
-    along the face's vertical axis).
+    The face is the lowest point of the chin (or of ``mesh`` along the face's vertical axis). The neck line sits
+    ``NECK_LINE_E`` below it: nothing above changes. The collar's top (where its wings meet the neck's sides) sits
+    ``NECK_BASE_E`` below the face, higher where ``rgb`` shows the person's own clothes starting higher on the neck's
+    sides (the matte of an ID photo rarely shows a neck's outline: a collar, hair or the shoulders meet the jaw, so
+    the neck is measured by the face's skin colour running down it). The shoulder line runs from the neck's sides
+    down at ``SHOULDER_SLOPE_DEG``, following the person's outline (the matte) between those slopes.
     """
     eyes = np.asarray(face.landmarks[:2], dtype=np.float64)
     eye_px = float(np.linalg.norm(eyes[1] - eyes[0]))
@@ -146,13 +164,25 @@ def place_attire(
     if points is not None:
         below_chin_e = max(0.0, float(((np.asarray(points, np.float64) - chin) @ down).max()) / eye_px)
     neck_line_e = NECK_LINE_E + below_chin_e
+    prior_half = _neck_half_e(face, points, right, eye_px)
+    neck_halves = (prior_half, prior_half)
+    collar_top_e = NECK_BASE_E
+    if rgb is not None:
+        neck_halves, collar_top_e = _measure_neck(rgb, face, chin, right, down, eye_px, below_chin_e, prior_half)
+    collar_top_e = float(np.clip(collar_top_e, NECK_LINE_E + 0.02, NECK_BASE_E)) + below_chin_e
     inside = _profile(alpha, chin, right, down, eye_px)
     centre = inside.shape[1] // 2
-    half = (_run_length(inside[:, centre:]) + _run_length(inside[:, centre::-1])) / (2.0 * _PROFILE_PX_PER_E)
     rows_e = np.arange(inside.shape[0]) / _PROFILE_PX_PER_E
-    shoulder_rows = (rows_e >= 2.0) & (rows_e <= 3.0)
-    shoulder_half = float(np.clip(np.median(half[shoulder_rows]), *SHOULDER_HALF_RANGE_E))
-    drop = COLLAR_DROP_E + below_chin_e
+    shoulder_rows = (rows_e >= 1.5 + below_chin_e) & (rows_e <= 3.5 + below_chin_e)
+    shoulders = tuple(
+        float(
+            np.clip(
+                np.percentile(_run_length(side[shoulder_rows]), 75) / _PROFILE_PX_PER_E - 0.2, *SHOULDER_HALF_RANGE_E
+            )
+        )
+        for side in (inside[:, centre::-1], inside[:, centre:])
+    )
+    drop = collar_top_e - _collar_top_in_drawing_e(drawing)
     collar = chin + drop * eye_px * down
     placement = AttirePlacement(
         collar_xy=(float(collar[0]), float(collar[1])),
@@ -161,32 +191,121 @@ def place_attire(
         eye_distance_px=eye_px,
         drop_e=drop,
         neck_line_e=neck_line_e,
-        neck_half_e=_neck_half_e(face, points, right, eye_px),
-        shoulder_half_e=shoulder_half,
+        neck_half_e=float(max(neck_halves)),
+        shoulder_half_e=float(max(shoulders)),
+        collar_top_e=collar_top_e,
+        neck_halves_e=(float(neck_halves[0]), float(neck_halves[1])),
+        shoulder_halves_e=shoulders,
     )
     return dataclasses.replace(placement, drape_e=_drape_e(inside, rows_e, placement, drawing))
 
 
+def _collar_top_in_drawing_e(drawing: AttireDrawing) -> float:
+    """How far above its collar's centre (E, negative: above) the drawing's clothes begin over the neck."""
+    neck = drawing.neck_width_px / 2
+    left = max(0, int(drawing.collar_xy[0] - neck - 0.2 * drawing.eye_distance_px))
+    right = int(drawing.collar_xy[0] + neck + 0.2 * drawing.eye_distance_px) + 1
+    opaque = (drawing.rgba[:, left:right, 3] >= 128).any(axis=1)
+    if not opaque.any():
+        return 0.0
+    return float((np.argmax(opaque) - drawing.collar_xy[1]) / drawing.eye_distance_px)
+
+
+def _measure_neck(
+    rgb: np.ndarray,
+    face: Face,
+    chin: np.ndarray,
+    right: np.ndarray,
+    down: np.ndarray,
+    eye_px: float,
+    below_chin_e: float,
+    prior_half_e: float,
+) -> tuple[tuple[float, float], float]:
+    """The neck's half-widths (image-left, image-right) and how far below the face (E) the person's own clothes
+    begin at the neck's sides, read on a grid of the face frame by the face's skin colour (chroma near the skin's
+    between the mouth and the chin, not much darker): the skin's run sideways just under the chin gives the widths;
+    down the neck's sides, the first rows that are not skin are the person's collar (or hair: then the collar goes
+    as high as it may)."""
+    step = _NECK_GRID_E
+    us = np.arange(-1.4, 1.4 + step / 2, step)
+    vs = below_chin_e + np.arange(0.0, NECK_BASE_E + 0.2 + step / 2, step)
+    grid = chin + (us[None, :, None] * right + vs[:, None, None] * down) * eye_px
+    samples = cv2.remap(
+        rgb,
+        grid[..., 0].astype(np.float32),
+        grid[..., 1].astype(np.float32),
+        cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_REPLICATE,
+    )
+    patch = _chin_patch(rgb, face, eye_px)
+    if patch.size == 0:
+        return (prior_half_e, prior_half_e), NECK_BASE_E
+    skin = _is_skin(samples, patch)
+    centre = us.size // 2
+    top_rows = vs <= below_chin_e + 0.25
+    halves = []
+    for side in (skin[top_rows, centre::-1], skin[top_rows, centre:]):
+        gap = ~side[:, 1:] & ~side[:, :-1]  # two samples in a row that are not skin end the run
+        run = np.where(gap.any(axis=1), np.argmax(gap, axis=1), side.shape[1] - 1) * step
+        halves.append(float(np.clip(np.median(run), *NECK_HALF_RANGE_E)) if side[:, 0].mean() > 0.5 else prior_half_e)
+    tops = []
+    for sign, half in zip((-1.0, 1.0), halves, strict=True):
+        columns = (sign * us >= 0.35) & (sign * us <= min(half, 0.8))
+        down_side = skin[:, columns]
+        gap = ~down_side[1:] & ~down_side[:-1]
+        ends = np.where(gap.any(axis=0), np.argmax(gap, axis=0), down_side.shape[0] - 1) * step
+        tops.append(float(np.percentile(ends, 30)) if ends.size else NECK_BASE_E)
+    return (halves[0], halves[1]), min(tops) - 0.05
+
+
+def _chin_patch(rgb: np.ndarray, face: Face, eye_px: float) -> np.ndarray:
+    """The face's skin between the mouth and the chin (Nx1x3 uint8 RGB; empty off the photo)."""
+    lip = (np.asarray(face.landmarks[3], np.float64) + np.asarray(face.landmarks[4], np.float64)) / 2.0
+    x, y = np.round((lip + np.asarray(face.chin, np.float64)) / 2.0).astype(int)
+    reach = max(1, round(0.12 * eye_px))
+    return rgb[max(0, y - reach) : y + reach + 1, max(0, x - reach) : x + reach + 1].reshape(-1, 1, 3)
+
+
+def _is_skin(pixels: np.ndarray, patch: np.ndarray) -> np.ndarray:
+    """Which ``pixels`` (HxWx3 uint8 RGB) look like the skin of ``patch``: chroma (YCrCb) within 12 of its median
+    and not much darker (a shadow, not a dark collar)."""
+    ref = np.median(cv2.cvtColor(patch, cv2.COLOR_RGB2YCrCb).reshape(-1, 3).astype(np.float32), axis=0)
+    ycc = cv2.cvtColor(np.ascontiguousarray(pixels, np.uint8), cv2.COLOR_RGB2YCrCb).astype(np.float32)
+    return (np.linalg.norm(ycc[..., 1:] - ref[1:], axis=-1) < 12.0) & (ycc[..., 0] > 0.35 * ref[0])
+
+
 def _drape_e(inside: np.ndarray, rows_e: np.ndarray, placement: AttirePlacement, drawing: AttireDrawing) -> np.ndarray:
-    """Per profile column: how far (E, down positive) the drawing moves so its top meets the person's shoulder
-    line; nothing over the neck, faded in beside it, smoothed, held where either has no top."""
+    """Per profile column: how far (E, down positive) the drawing moves so its top meets the shoulder line: the
+    person's outline (the matte's first row below the neck line), held between lines from the collar's top at the
+    neck's sides sloping down at ``SHOULDER_SLOPE_DEG`` (an outline above the gentler line is hair or a raised
+    shoulder: the clothes stop at that line; one below the steeper line is a sloping shoulder: the clothes sit on
+    that line), out to near the shoulder's end; nothing over the neck, faded in beside it, smoothed."""
     below_line = rows_e >= placement.neck_line_e
     person = inside & below_line[:, None]
-    person_top = np.where(person.any(axis=0), rows_e[np.argmax(person, axis=0)], np.nan)
+    person_top = np.where(person.any(axis=0), rows_e[np.argmax(person, axis=0)], np.inf)
     columns_e = (np.arange(inside.shape[1]) - inside.shape[1] // 2) / _PROFILE_PX_PER_E
+    left = columns_e < 0
+    neck = np.where(left, placement.neck_halves_e[0], placement.neck_halves_e[1])
+    shoulder = np.where(left, placement.shoulder_halves_e[0], placement.shoulder_halves_e[1])
+    out_e = np.maximum(np.abs(columns_e) - neck, 0.0)
+    gentle = placement.collar_top_e + np.maximum(out_e - _COLLAR_ROLL_E, 0.0) * math.tan(
+        math.radians(SHOULDER_SLOPE_DEG[0])
+    )
+    steep = placement.collar_top_e + out_e * math.tan(math.radians(SHOULDER_SLOPE_DEG[1]))
+    target = np.clip(person_top, np.maximum(gentle, placement.neck_line_e), steep)
     x_px, _ = _drawing_xy(drawing, placement, columns_e.astype(np.float32), np.zeros(1, np.float32))
     opaque = drawing.rgba[..., 3] >= 128
     cols = np.clip(np.round(x_px).astype(int), 0, opaque.shape[1] - 1)
     has_top = opaque[:, cols].any(axis=0)
     drawn_top = (np.argmax(opaque[:, cols], axis=0) - drawing.collar_xy[1]) / drawing.eye_distance_px
     drawn_top = np.where(has_top, drawn_top + placement.drop_e, np.nan)
-    shift = np.clip(person_top - drawn_top, *DRAPE_RANGE_E)
-    weight = np.clip((np.abs(columns_e) - placement.neck_half_e + 0.1) / 0.4, 0.0, 1.0)
-    valid = np.isfinite(shift)
+    shift = np.clip(target - drawn_top, *DRAPE_RANGE_E)
+    weight = np.clip((out_e + 0.1) / 0.25, 0.0, 1.0)
+    valid = np.isfinite(shift) & (np.abs(columns_e) <= shoulder - 0.3)
     if not valid.any():
         return np.zeros_like(columns_e)
     shift = np.interp(columns_e, columns_e[valid], shift[valid]) * weight
-    return np.convolve(np.pad(shift, 5, mode="edge"), np.ones(11) / 11, mode="valid")
+    return np.convolve(np.pad(shift, 3, mode="edge"), np.ones(7) / 7, mode="valid")
 
 
 def dress(
@@ -202,7 +321,7 @@ def dress(
     ``colour`` laid over the person's clothes; returns the new RGB and the new alpha (the same dtype as ``alpha``):
     the union of the person and the clothes. Pixels at or above the neck line keep their values exactly."""
     drawing = template.drawing(colour)
-    placement = place_attire(alpha, face, drawing, mesh=mesh)
+    placement = place_attire(alpha, face, drawing, mesh=mesh, rgb=rgb)
     height, width = rgb.shape[:2]
     box = _footprint_box(placement, drawing, (height, width))
     if box is None:
@@ -344,9 +463,14 @@ def _drawing_xy(
     sideways to the person's (piecewise linear), each column draped onto the shoulders."""
     neck_e = drawing.neck_width_px / (2 * drawing.eye_distance_px)
     shoulder_e = drawing.shoulder_width_px / (2 * drawing.eye_distance_px)
-    fitted = [0.0, placement.neck_half_e, max(placement.shoulder_half_e, placement.neck_half_e + 0.5), 100.0]
-    drawn = [0.0, neck_e, shoulder_e, 100.0 + shoulder_e - fitted[2]]
-    x_e = np.copysign(np.interp(np.abs(u_e), fitted, drawn), u_e).astype(np.float32)
+    x_e = np.empty(np.shape(u_e), np.float32)
+    left = u_e < 0
+    for side, where in ((0, left), (1, ~left)):
+        neck = placement.neck_halves_e[side]
+        fitted = [0.0, neck, max(placement.shoulder_halves_e[side], neck + 0.5), 100.0]
+        drawn = [0.0, neck_e, shoulder_e, 100.0 + shoulder_e - fitted[2]]
+        x_e[where] = np.interp(np.abs(u_e[where]), fitted, drawn)
+    x_e = np.copysign(x_e, u_e)
     columns_e = (np.arange(placement.drape_e.size) - placement.drape_e.size // 2) / _PROFILE_PX_PER_E
     lift_e = np.interp(u_e, columns_e, placement.drape_e).astype(np.float32)
     eye_px = np.float32(drawing.eye_distance_px)
@@ -371,12 +495,11 @@ def _skin_colour(
     bins = np.floor(u_e / _SKIN_BIN_E).astype(np.int64)
     half_bins = int(np.ceil(placement.neck_half_e / _SKIN_BIN_E))
     neck = solid & (np.abs(bins) < half_bins) & (v_e + placement.drop_e >= placement.neck_line_e) & (v_e < -0.03)
+    patch = _chin_patch(rgb, face, placement.eye_distance_px)
+    if patch.size and neck.any():
+        neck[neck] = _is_skin(pixels[neck].reshape(-1, 1, 3), patch).ravel()
     if np.count_nonzero(neck) < 8:
-        lip = (np.asarray(face.landmarks[3], np.float64) + np.asarray(face.landmarks[4], np.float64)) / 2.0
-        x, y = np.round((lip + np.asarray(face.chin, np.float64)) / 2.0).astype(int)
-        reach = max(1, round(0.1 * placement.eye_distance_px))
-        patch = rgb[max(0, y - reach) : y + reach + 1, max(0, x - reach) : x + reach + 1].reshape(-1, 3)
-        flat = np.median(patch, axis=0) if patch.size else np.full(3, 200.0)
+        flat = np.median(patch.reshape(-1, 3), axis=0) if patch.size else np.full(3, 200.0)
         return np.broadcast_to(flat.astype(np.float32), pixels.shape)
     index = bins[neck] + half_bins
     counts = np.bincount(index, minlength=2 * half_bins)
@@ -419,7 +542,7 @@ def _both(half: np.ndarray) -> np.ndarray:
 
 class _Sketch:
     """A canvas ``SUPERSAMPLE`` times finer than the reference scale; shapes are painted as premultiplied RGB over
-    what is there (masks are 0/1 at this scale: the final area-shrink anti-aliases the edges)."""
+    what is there (masks are anti-aliased coverage in 0..1)."""
 
     def __init__(self) -> None:
         self.px_per_e = REFERENCE_EYE_PX * SUPERSAMPLE
@@ -433,7 +556,7 @@ class _Sketch:
         self.y = ((np.arange(height, dtype=np.float32) + 0.5) / self.px_per_e + _CANVAS_Y_E[0])[:, None]
 
     def mask(self, *outlines: np.ndarray) -> np.ndarray:
-        """The union of closed outlines (E) as a 0/1 mask."""
+        """The union of closed outlines (E) as an anti-aliased mask."""
         canvas = np.zeros(self.alpha.shape, np.uint8)
         shift = 4
         origin = np.array([_CANVAS_X_E, -_CANVAS_Y_E[0]])
@@ -441,16 +564,16 @@ class _Sketch:
             np.round((o + origin) * self.px_per_e * (1 << shift) - 0.5 * (1 << shift)).astype(np.int32)
             for o in outlines
         ]
-        cv2.fillPoly(canvas, polys, 1, lineType=cv2.LINE_8, shift=shift)
-        return canvas.astype(np.float32)
+        cv2.fillPoly(canvas, polys, 255, lineType=cv2.LINE_AA, shift=shift)
+        return canvas.astype(np.float32) * np.float32(1.0 / 255.0)
 
     def line(self, points: np.ndarray, width_e: float) -> np.ndarray:
-        """A stroke along ``points`` (E) as a 0/1 mask."""
+        """A stroke along ``points`` (E) as an anti-aliased mask."""
         canvas = np.zeros(self.alpha.shape, np.uint8)
         origin = np.array([_CANVAS_X_E, -_CANVAS_Y_E[0]])
         pts = np.round((points + origin) * self.px_per_e - 0.5).astype(np.int32)
-        cv2.polylines(canvas, [pts], False, 1, thickness=max(1, round(width_e * self.px_per_e)))
-        return canvas.astype(np.float32)
+        cv2.polylines(canvas, [pts], False, 255, thickness=max(1, round(width_e * self.px_per_e)), lineType=cv2.LINE_AA)
+        return canvas.astype(np.float32) * np.float32(1.0 / 255.0)
 
     def soft(self, mask: np.ndarray, sigma_e: float) -> np.ndarray:
         """``mask`` blurred (a shadow's falloff); blurred on a 4x coarser grid, where it costs little."""
@@ -507,13 +630,18 @@ WHITE: RGB = (246, 246, 244)
 LIGHT_BLUE: RGB = (196, 216, 238)
 TIE_RED: RGB = (128, 30, 44)
 SCHOOL_STRIPE: RGB = (196, 160, 60)
+TIE_BAND_E = 0.1  # a buttoned collar's band shows down to here between the wings; the knot starts there
 
 
-def _body(neck_e: float, shoulder_e: float, slope_e: float) -> np.ndarray:
-    """A torso's outline from the neck's sides over the shoulders and down the arms (``slope_e``: how far the
-    shoulder's end is below the neck)."""
+def _body(neck_e: float, shoulder_e: float, slope_e: float, neck_top_e: float = 0.0) -> np.ndarray:
+    """A torso's outline from the neck's sides (``neck_top_e`` below the collar's centre: a jacket's collar rises
+    behind the neck) over the shoulders and down the arms (``slope_e``: how far the shoulder's end is below the
+    neck)."""
     half = _path(
-        _curve((neck_e, 0.0), (neck_e + 0.7, 0.12), (shoulder_e - 0.9, slope_e - 0.4), (shoulder_e - 0.15, slope_e)),
+        (0.0, neck_top_e),
+        _curve(
+            (neck_e, neck_top_e), (neck_e + 0.7, 0.12), (shoulder_e - 0.9, slope_e - 0.4), (shoulder_e - 0.15, slope_e)
+        ),
         _curve(
             (shoulder_e - 0.15, slope_e),
             (shoulder_e + 0.15, slope_e + 0.1),
@@ -556,6 +684,12 @@ def _draw_shirt(sketch: _Sketch, colour: RGB, *, neck_depth_e: float, shoulders:
             sketch.shadow(sketch.soft(sketch.line(crease, 0.06), 0.12) * body, 0.35)
             seam = _curve((side * (N + 0.3), 0.18), (side * (S - 1.0), 0.55), (side * (S - 0.2), 0.95))
             sketch.shadow(sketch.soft(sketch.line(seam, 0.015), 0.02) * body, 0.25)
+
+
+def _shade_band(sketch: _Sketch) -> None:
+    """The buttoned collar's band between the wings (drawn over it next) in their shadow, so the wings read."""
+    band = sketch.soft(sketch.mask(_neck_hole(0.5, N - 0.1)), 0.06) * sketch.alpha
+    sketch.shadow(band * np.clip(1.0 - (sketch.y - TIE_BAND_E) / 0.5, 0.0, 1.0), 0.2)
 
 
 def _draw_placket(sketch: _Sketch, from_e: float, to_e: float) -> None:
@@ -625,7 +759,7 @@ def _draw_jacket(
         (0.0, -1.0), (N + 0.25, -1.0), _curve((N + 0.1, 0.0), (N - 0.05, 0.9), (0.4, v_depth_e - 0.6), (0.0, v_depth_e))
     )
     opening = sketch.mask(_both(opening_half))
-    body = sketch.mask(_body(N + 0.08, S, 0.6)) * (1.0 - opening)
+    body = sketch.mask(_body(N + 0.08, S, 0.6, neck_top_e=-0.1)) * (1.0 - opening)
     shade = _cloth_shade(sketch, S + 0.3)
     sketch.paint(body, colour, shade)
     for side in (-1.0, 1.0):
@@ -742,8 +876,9 @@ def _draw_blouse(sketch: _Sketch, colour: RGB) -> None:
 def _suit(colour: RGB, *, tie: bool) -> AttireDrawing:
     sketch = _Sketch()
     if tie:
-        _draw_shirt(sketch, WHITE, neck_depth_e=0.3, shoulders=False)
-        _draw_tie(sketch, TIE_RED)
+        _draw_shirt(sketch, WHITE, neck_depth_e=TIE_BAND_E, shoulders=False)
+        _shade_band(sketch)
+        _draw_tie(sketch, TIE_RED, knot_top_e=TIE_BAND_E)
         _draw_collar(sketch, WHITE, spread_e=0.62, point_e=0.95, meet_e=0.36)
     else:
         sketch.show_skin(_neck_hole(1.0), 1.0)
@@ -775,7 +910,8 @@ def _women_suit(colour: RGB) -> AttireDrawing:
 
 def _white_shirt(colour: RGB) -> AttireDrawing:
     sketch = _Sketch()
-    _draw_shirt(sketch, colour, neck_depth_e=0.3, shoulders=True)
+    _draw_shirt(sketch, colour, neck_depth_e=TIE_BAND_E, shoulders=True)
+    _shade_band(sketch)
     _draw_placket(sketch, 0.4, BOTTOM)
     _draw_collar(sketch, colour, spread_e=0.66, point_e=0.95, meet_e=0.36)
     return sketch.finish()
@@ -789,8 +925,9 @@ def _blouse(colour: RGB) -> AttireDrawing:
 
 def _school_uniform(colour: RGB) -> AttireDrawing:
     sketch = _Sketch()
-    _draw_shirt(sketch, WHITE, neck_depth_e=0.3, shoulders=False)
-    _draw_tie(sketch, colour, stripes=SCHOOL_STRIPE)
+    _draw_shirt(sketch, WHITE, neck_depth_e=TIE_BAND_E, shoulders=False)
+    _shade_band(sketch)
+    _draw_tie(sketch, colour, stripes=SCHOOL_STRIPE, knot_top_e=TIE_BAND_E)
     _draw_collar(sketch, WHITE, spread_e=0.58, point_e=0.88, meet_e=0.36)
     _draw_jumper(sketch, colour, v_depth_e=2.3, stripe=SCHOOL_STRIPE)
     return sketch.finish()
@@ -808,7 +945,7 @@ SCHOOL_COLOURS: dict[str, RGB] = {"navy": (34, 45, 82), "maroon": (98, 28, 40), 
 
 @functools.cache
 def _drawn(name: str, colour: RGB | None) -> AttireDrawing:
-    """A built-in in one colour, drawn once per process (0.3 to 1.3 s each on one core: warm them at start)."""
+    """A built-in in one colour, drawn once per process (60 to 160 ms each on one core)."""
     draw = {
         "suit-tie": functools.partial(_suit, tie=True),
         "suit": functools.partial(_suit, tie=False),

@@ -12,7 +12,13 @@ from PIL import Image
 from deployments.common.errors import InternalError, InvalidParameter
 from deployments.common.image import decode_image
 from deployments.faces.analyze import FaceAnalysisPredictor
-from deployments.idphoto.attire import BUILTIN_TEMPLATES, load_attire_templates, place_attire
+from deployments.idphoto.attire import (
+    BUILTIN_TEMPLATES,
+    NECK_BASE_E,
+    NECK_LINE_E,
+    load_attire_templates,
+    place_attire,
+)
 from deployments.idphoto.attire import dress as dress_photo
 
 TEMPLATES = sorted(BUILTIN_TEMPLATES)
@@ -198,3 +204,57 @@ def test_a_malformed_user_template_is_refused_naming_the_file(tmp_path, breakage
     with pytest.raises(InternalError) as refused:
         load_attire_templates(tmp_path)
     assert str(tmp_path / file) in refused.value.message and reason in refused.value.message
+
+
+def _face_frame_e(shape_hw, face, placement) -> tuple[np.ndarray, np.ndarray]:
+    """Every pixel in eye distances from the chin: across (right) and down the face's axes."""
+    ys, xs = np.mgrid[: shape_hw[0], : shape_hw[1]].astype(np.float64)
+    dx, dy = xs - face.chin[0], ys - face.chin[1]
+    right, down = np.asarray(placement.right), np.asarray(placement.down)
+    eye = placement.eye_distance_px
+    return (dx * right[0] + dy * right[1]) / eye, (dx * down[0] + dy * down[1]) / eye
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+@pytest.mark.parametrize("photo", PHOTOS)
+def test_the_collar_sits_at_the_base_of_the_neck_just_below_the_chin(portrait, photo, name):
+    """The clothes' top over the neck (the topmost pixel they change within half an eye distance of the face's axis)
+    lies between the neck line and ``NECK_BASE_E`` + 0.15 E below the face's lowest point (the old fixed placement
+    started them 0.5 to 0.75 E below it, showing the person's own collar); on hivision_test0, whose own open collar
+    starts at the chin, the collar's top is placed within 0.15 E of it."""
+    rgb, face, alpha = portrait(photo)
+    template = BUILTIN_TEMPLATES[name]
+    out_rgb, _ = dress_photo(rgb, alpha, face, template)
+    placement = place_attire(alpha, face, template.drawing(), rgb=rgb)
+    u_e, v_e = _face_frame_e(rgb.shape[:2], face, placement)
+    lowest_e = placement.neck_line_e - NECK_LINE_E
+    changed = np.abs(out_rgb.astype(int) - rgb).max(axis=-1) > 12
+    neck = changed & (np.abs(u_e) <= 0.5) & (v_e <= lowest_e + 1.0)
+    top_e = float(v_e[neck].min()) - lowest_e
+    assert NECK_LINE_E - 0.02 <= top_e <= NECK_BASE_E + 0.15
+    assert placement.neck_line_e <= placement.collar_top_e <= lowest_e + NECK_BASE_E
+    if photo == "hivision_test0.jpg":
+        assert placement.collar_top_e - lowest_e <= 0.15
+
+
+SHOULDER_PHOTOS = [  # hair falls in front of the shoulders on the others: it is the person, not clothes to cover
+    pytest.param("hivision_test0.jpg", marks=pytest.mark.eval),
+    pytest.param("hivision_test2.jpg", marks=pytest.mark.eval),
+]
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+@pytest.mark.parametrize("photo", SHOULDER_PHOTOS)
+def test_the_clothes_cover_the_persons_own_at_the_shoulders(portrait, photo, name):
+    """Within the person's matte at shoulder height (1.2 to 3 E beside the face's axis, 0.15 to 1.2 E below the
+    chin) at most 12 % of the pixels still show the original photo (changed by at most 12 levels): the template's
+    shoulder line follows the person's outline (the old flat, low shoulder line left 11 to 25 % there)."""
+    rgb, face, alpha = portrait(photo)
+    template = BUILTIN_TEMPLATES[name]
+    out_rgb, _ = dress_photo(rgb, alpha, face, template)
+    placement = place_attire(alpha, face, template.drawing(), rgb=rgb)
+    u_e, v_e = _face_frame_e(rgb.shape[:2], face, placement)
+    shoulders = (alpha >= 0.5) & (np.abs(u_e) >= 1.2) & (np.abs(u_e) <= 3.0) & (v_e >= 0.15) & (v_e <= 1.2)
+    unchanged = np.abs(out_rgb.astype(int) - rgb).max(axis=-1) <= 12
+    assert shoulders.sum() > 500
+    assert unchanged[shoulders].mean() <= 0.12
