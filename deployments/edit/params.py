@@ -17,6 +17,8 @@ MAX_PROMPT_CHARS = 500
 # model id (``GET /v1/models``) and a word the instruction rules read, so a name like "look" or "edit-..." would catch
 # everyday prompts ("make it look like...").
 EXTERNAL = "external"  # the operator's OpenAI-compatible /v1/images/edits endpoint (PORTRAIT_EDIT_ENDPOINT_*)
+INSTRUCT = "instructpix2pix"  # InstructPix2Pix on SDXL, in the Renderer (the manifest's image_editing entry)
+NEURAL_EDITORS = (EXTERNAL, INSTRUCT)  # the editors that edit by the words of ``prompt`` alone
 
 
 class EditParams(JobParams):
@@ -41,12 +43,14 @@ class EditParams(JobParams):
         description="how much of the person's own face is blended back over the look, through a feathered mask over "
         "each face (1: the face region as restored)",
     )
-    model: Literal[EXTERNAL] | None = Field(
+    model: Literal[NEURAL_EDITORS] | None = Field(
         None,
-        description="the editor: the LOOK engine by default (film looks, no model); external: the operator's "
-        "OpenAI-compatible images endpoint (e.g. Qwen-Image-Edit), which edits by `prompt` alone (503 where none is "
-        "configured)",
+        description="the editor: the LOOK engine by default (film looks, no model); instructpix2pix: InstructPix2Pix "
+        "on SDXL in the Renderer (the generative weights; 503 naming the pull command without them); external: the "
+        "operator's OpenAI-compatible images endpoint (e.g. Qwen-Image-Edit; 503 where none is configured). Both "
+        "edit by `prompt` alone",
     )
+    steps: int = Field(20, ge=1, le=60, description="instructpix2pix: sampling steps")
     restore: bool = Field(True, description="restore the faces first (the restore job's restorer)")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="the grain's seed: the same seed gives the same result")
     min_identity: float | None = Field(
@@ -59,9 +63,9 @@ class EditParams(JobParams):
     format: Literal["auto", "jpeg", "png", "webp"] = Field("auto", description="auto: JPEG for JPEG input, else PNG")
 
     @model_validator(mode="after")
-    def _the_endpoint_edits_by_words(self) -> EditParams:
-        if self.model == EXTERNAL and self.prompt is None:
-            raise ValueError("model external edits by the words of `prompt`: give one")
-        if self.model == EXTERNAL and self.look is not None:
-            raise ValueError("`look` is the LOOK engine's; model external reads only `prompt`")
+    def _neural_editors_edit_by_words(self) -> EditParams:
+        if self.model in NEURAL_EDITORS and self.prompt is None:
+            raise ValueError(f"model {self.model} edits by the words of `prompt`: give one")
+        if self.model in NEURAL_EDITORS and self.look is not None:
+            raise ValueError(f"`look` is the LOOK engine's; model {self.model} reads only `prompt`")
         return self

@@ -10,9 +10,11 @@ routes and the HTTP route refuse alike. The orchestration only: the pure steps l
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import cv2
 import numpy as np
 
 from deployments.common.admission import EDIT_OUTPUT
@@ -22,10 +24,11 @@ from deployments.common.params import parse_params
 from deployments.edit.editor import EditedPhoto, LookEditor, PhotoToEdit
 from deployments.edit.looks import Look, default_looks
 from deployments.edit.mask import face_mask
-from deployments.edit.params import EXTERNAL, LOOK_NAMES, EditParams
+from deployments.edit.params import EXTERNAL, INSTRUCT, LOOK_NAMES, EditParams
 from deployments.edit.pipeline import compose_edit
 from deployments.edit.words import look_from_prompt, refuse_edit
 from deployments.faces.types import ANALYZE_FACES, Face
+from deployments.render.types import MIN_SIDE_PX, RENDER, SIDE_MULTIPLE_PX, RenderRequest
 from deployments.restore.gray import is_gray
 from deployments.restore.params import RestoreParams
 from deployments.restore.pipeline import select_faces
@@ -34,10 +37,13 @@ from serve_app.edit_endpoint import EditEndpoint, EndpointEditor, require_endpoi
 from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.deadline import run_in_worker
 from serve_app.jobs.identity import judged_face, report_identities
+from serve_app.jobs.prompts import english_prompt
 from serve_app.jobs.restore import default_restore_model, restore_faces
 from serve_app.jobs.results import JobResult, encode_job_result
 
 RESTORE_DEFAULTS = RestoreParams()  # the faces restored as the restore job's defaults restore them
+INSTRUCT_MODEL = "sdxl-instructpix2pix-768"  # the manifest's InstructPix2Pix (deployments/render)
+INSTRUCT_GUIDANCE = 7.0  # the text's weight; the photo's is RenderRequest.image_guidance (1.5, the paper's)
 
 
 def parse(fields: Mapping[str, Any], context: JobContext) -> EditParams:
@@ -45,7 +51,7 @@ def parse(fields: Mapping[str, Any], context: JobContext) -> EditParams:
     refuse_edit(params.prompt)
     if params.model == EXTERNAL:
         require_endpoint(context.edit_endpoint)  # 503 now, before an asynchronous job stores its upload
-    elif params.look is None and params.prompt is not None:
+    elif params.model is None and params.look is None and params.prompt is not None:
         chosen_look(params)  # a prompt naming no look is refused now, not after the upload is decoded
     return params
 
@@ -70,17 +76,53 @@ def chosen_look(params: EditParams) -> tuple[Look, str]:
     return looks[name], "prompt"
 
 
-async def edit_photo(item: PhotoToEdit, endpoint: EditEndpoint | None) -> EditedPhoto:
-    """The editor at work on ``item``: the operator's images endpoint over HTTP (``model=external``), else the LOOK
-    engine in a worker thread (in-process neural editors plug in here)."""
+async def edit_photo(
+    backend: Backend, item: PhotoToEdit, params: EditParams, endpoint: EditEndpoint | None
+) -> tuple[EditedPhoto, str | None]:
+    """The editor at work on ``item``: the operator's images endpoint over HTTP (``model=external``), InstructPix2Pix
+    in the Renderer (``model=instructpix2pix``), else the LOOK engine in a worker thread; and a note on the prompt."""
     if endpoint is not None:
-        return await EndpointEditor(endpoint, run_in_worker).edit(item)
-    return await run_in_worker(LookEditor().edit, item)
+        return await EndpointEditor(endpoint, run_in_worker).edit(item), None
+    if params.model == INSTRUCT:
+        return await _instructed(backend, item, params)
+    return await run_in_worker(LookEditor().edit, item), None
+
+
+async def _instructed(backend: Backend, item: PhotoToEdit, params: EditParams) -> tuple[EditedPhoto, str | None]:
+    """InstructPix2Pix at its training size (the long side its manifest entry's ``side_px`` says), the answer back at
+    the photo's size."""
+    words = await english_prompt(backend, item.prompt or "", "an instruction that says how to change the photo")
+    if words.text is None:
+        raise InvalidParameter(f"{words.note}: InstructPix2Pix reads English; write the prompt in English")
+    height, width = item.rgb.shape[:2]
+    scale = int(backend.manifest[INSTRUCT_MODEL].args.get("side_px", 768)) / max(height, width)
+    size_wh = (_multiple(width * scale), _multiple(height * scale))
+    small = await run_in_worker(functools.partial(cv2.resize, item.rgb, size_wh, interpolation=cv2.INTER_AREA))
+    request = RenderRequest(
+        prompt=words.text,
+        kind="instruct",
+        model=INSTRUCT_MODEL,
+        image=small,
+        width=size_wh[0],
+        height=size_wh[1],
+        steps=params.steps,
+        guidance=INSTRUCT_GUIDANCE,
+        seed=item.seed,
+    )
+    done = await backend.call(RENDER, request)
+    back = await run_in_worker(
+        functools.partial(cv2.resize, done.image, (width, height), interpolation=cv2.INTER_CUBIC)
+    )
+    return EditedPhoto(back, done.engines[0]), words.note
+
+
+def _multiple(side: float) -> int:
+    return max(MIN_SIDE_PX, int(round(side / SIDE_MULTIPLE_PX)) * SIDE_MULTIPLE_PX)
 
 
 async def run(backend: Backend, data: bytes, params: EditParams, context: JobContext) -> JobResult:
     endpoint = require_endpoint(context.edit_endpoint) if params.model == EXTERNAL else None
-    look, chosen_by = chosen_look(params) if endpoint is None else (None, None)
+    look, chosen_by = chosen_look(params) if params.model is None else (None, None)
     timings = Timings()
     with timings.phase("decode"):
         source = await decode_upload(data, context.limits, EDIT_OUTPUT)
@@ -91,7 +133,9 @@ async def run(backend: Backend, data: bytes, params: EditParams, context: JobCon
         raise NoFaceFound("scope=face needs a face, and none was found; send scope=whole to style the whole photo")
     base, engines = await _restored(backend, source.rgb, chosen, params, gray, timings)
     with timings.phase("edit"):
-        edited = await edit_photo(PhotoToEdit(base, params.prompt, look, params.seed), endpoint)
+        edited, prompt_note = await edit_photo(
+            backend, PhotoToEdit(base, params.prompt, look, params.seed), params, endpoint
+        )
     with timings.phase("compose"):
         result = await run_in_worker(_compose, base, edited.rgb, chosen, params)
     with timings.phase("identity"):
@@ -103,6 +147,8 @@ async def run(backend: Backend, data: bytes, params: EditParams, context: JobCon
         edit |= {"endpoint": endpoint.host, "model": endpoint.model}
     if look is not None:
         edit |= {"look": look.name, "chosen_by": chosen_by}
+    if params.model == INSTRUCT:
+        edit |= {"model": INSTRUCT_MODEL, "prompt_note": prompt_note}
     return await encode_job_result(
         params if look is None else params.model_copy(update={"look": look.name}),
         source,

@@ -10,7 +10,8 @@ the Renderer (``deployments/render/``)."""
 from __future__ import annotations
 
 import asyncio
-import re
+import functools
+import math
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -18,7 +19,6 @@ from typing import Any
 
 import cv2
 import numpy as np
-from pydantic import BaseModel, Field, ValidationError
 
 from deployments.common.admission import MEGAPIXEL, PHOTO_STAGE_INPUT, PixelCap
 from deployments.common.errors import IdentityChanged, InvalidParameter, ModelUnavailable, NoFaceFound, ServiceError
@@ -46,16 +46,16 @@ from serve_app.jobs.compliance import require_compliant
 from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.deadline import run_in_worker
 from serve_app.jobs.identity import IdentityReport, embed_faces, judged_face
+from serve_app.jobs.prompts import english_prompt
 from serve_app.jobs.restore import upscale_background
 from serve_app.jobs.results import JobResult, encode_job_result
-from serve_app.llm import LlmFailure
 
 # A render with the Hires. fix is this much larger a side: SDXL's ~1 MP buckets become ~2.3 MP, under the cap.
 HIRES_SCALE = 1.5
 HIRES_STRENGTH = 0.4  # how much of the upscaled render the second pass redraws: detail, not a new picture
 PORTRAIT_OUTPUT = PixelCap("a generated portrait", int(2.5 * MEGAPIXEL))  # the Renderer's own default bound
+PORTRAIT_PHRASES = "comma-separated visual phrases for a portrait (clothing, setting, light, mood)"
 ROUNDS = 2  # candidates drawn at most twice (``count`` seeds each) before the identity bar refuses
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
 def parse(fields: Mapping[str, Any], context: JobContext) -> PortraitParams:
@@ -225,34 +225,14 @@ def controlnet_for(manifest: Mapping[str, ModelSpec], condition: str) -> str:
     raise ModelUnavailable(f"the model manifest has no {condition} ControlNet (an entry with args.condition)")
 
 
-class _Rewritten(BaseModel):
-    prompt: str = Field(max_length=400)
-
-
-REWRITE_SYSTEM = (
-    "You turn a user's wish for a portrait photo, in any language, into a short English fragment for a Stable "
-    "Diffusion prompt: comma-separated visual phrases (clothing, setting, light, mood), at most 40 words. Describe "
-    "only what is asked; never nudity, never a change of the person's age, ethnicity or identity. Answer JSON."
-)
-
-
 async def _renderer_prompt(backend: Backend, style: PortraitStyle, wish: str | None) -> tuple[str, str | None]:
-    """The style's prompt with the caller's words added: Chinese rewritten into English by the language model where
-    the app has one; otherwise left out, and the note says so (the text encoders read English)."""
+    """The style's prompt with the caller's words added (in English: ``serve_app/jobs/prompts.py``)."""
     if not wish:
         return style.prompt, None
-    if not _CJK.search(wish):
-        return f"{style.prompt}, {wish}", None
-    if backend.llm is None:
-        return style.prompt, "the prompt's Chinese words were left out: no language model to rewrite them"
-    messages = [{"role": "system", "content": REWRITE_SYSTEM}, {"role": "user", "content": wish}]
-    schema = _Rewritten.model_json_schema()
-    try:
-        rewritten = _Rewritten.model_validate(await backend.llm.ask_json(messages, schema, schema_name="prompt"))
-    except (LlmFailure, ValidationError) as exc:
-        return style.prompt, f"the prompt's Chinese words were left out: the language model failed ({exc})"
-    refuse_edit(rewritten.prompt)
-    return f"{style.prompt}, {rewritten.prompt}", f"rewritten by {backend.llm.model}"
+    words = await english_prompt(
+        backend, wish, "comma-separated visual phrases for a portrait (clothing, setting, light, mood)"
+    )
+    return (f"{style.prompt}, {words.text}" if words.text else style.prompt), words.note
 
 
 async def _hires(
@@ -262,9 +242,17 @@ async def _hires(
     ``HIRES_STRENGTH`` from the same seed: detail at the larger size without a new composition."""
     width, height = output_size(params, style)
     upscaled, _ = await upscale_background(backend, done.image, RestoreParams(upscale=2))
-    start = await run_in_worker(cv2.resize, upscaled, (width, height), interpolation=cv2.INTER_AREA)
+    start = await run_in_worker(functools.partial(cv2.resize, upscaled, (width, height), interpolation=cv2.INTER_AREA))
+    steps = max(base.steps, math.ceil(1 / HIRES_STRENGTH))  # img2img runs int(steps × strength) of them: at least 1
     second = replace(
-        base, kind="img2img", image=start, width=width, height=height, strength=HIRES_STRENGTH, seed=done.seed
+        base,
+        kind="img2img",
+        image=start,
+        width=width,
+        height=height,
+        strength=HIRES_STRENGTH,
+        seed=done.seed,
+        steps=steps,
     )
     redrawn = await backend.call(RENDER, replace(second, conditions=()))
     timings = {f"hires_{phase}": ms for phase, ms in redrawn.timings_ms.items()}

@@ -31,6 +31,7 @@ from tests.unit.render.tiny_sdxl import SHIPPED_PARTS, as_shipped, build_mirror 
 
 SIZE = 256  # the smallest render the job takes; the tiny parts draw it in well under a second a step
 FAST = {"width": SIZE, "height": SIZE, "steps": 2}
+PORTRAIT_MODELS = {"sdxl-base-1.0", "controlnet-openpose-sdxl", "controlnet-canny-sdxl", "ip-adapter-plus-face-sdxl"}
 
 
 def _linked_store(builtin_store, root, manifest) -> ModelStore:
@@ -91,7 +92,7 @@ def test_a_portrait_is_the_asked_size_and_names_the_renderer_and_every_model_it_
     meta = answer.json()["meta"]
     assert "diffusers-sdxl" in meta["engine"].split("+")
     weights = {item["name"] for item in meta["weights"]}
-    assert set(SHIPPED_PARTS) <= weights and "modnet" in weights
+    assert PORTRAIT_MODELS <= weights and "modnet" in weights
     assert image_of(answer).shape == (SIZE, SIZE, 3)
     report = meta["report"]["portrait"]
     assert report["style"] == "business" and report["seed"] == 11 and meta["params"]["seed"] == 11
@@ -166,3 +167,11 @@ def test_the_styles_are_listed_with_their_names_in_both_languages(client):
     assert [style["name"] for style in styles] == list(default_styles())
     assert all(style["title"]["zh"] and style["title"]["en"] for style in styles)
     assert json.dumps(styles, ensure_ascii=False).count("商务") >= 1
+
+
+def test_the_hires_fix_answers_one_and_a_half_times_the_render(client, selfie):
+    answer = portrait(client, selfie, hires="true", seed=2)
+    assert answer.status_code == 200, answer.text
+    assert image_of(answer).shape == (SIZE * 3 // 2, SIZE * 3 // 2, 3)
+    report = answer.json()["meta"]["report"]["portrait"]
+    assert report["hires"] is True and {"hires_load", "hires_render"} <= set(report["render_ms"])

@@ -287,6 +287,7 @@ def build_mirror(root: Path) -> Path:
             task="image_editing",
             architecture="sdxl-instructpix2pix",
             url="https://example.invalid/sdxl-instruct-tiny/resolve/main",
+            args={"side_px": 64},
             **common,
         ),
         CONTROLNET: folder_entry(
@@ -344,8 +345,8 @@ def as_shipped(root: Path, shipped_manifest: Path) -> Path:
     tiny = yaml.safe_load((root / "models.yaml").read_text(encoding="utf-8"))["models"]
     manifest = yaml.safe_load(shipped_manifest.read_text(encoding="utf-8"))
     for name, part in SHIPPED_PARTS.items():
-        entry = dict(tiny[part])
-        if "condition" in manifest["models"][name].get("args", {}):
+        entry = {**tiny[part], "engine": manifest["models"][name]["engine"]}
+        if "condition" in manifest["models"][name].get("args", {}):  # the tiny part's own args otherwise (its size)
             entry["args"] = {"condition": manifest["models"][name]["args"]["condition"]}
         manifest["models"][name] = entry
     path = root / "models-as-shipped.yaml"
