@@ -43,6 +43,9 @@ def serve_config(port: int, env_vars: dict[str, str], args: dict) -> dict:
     app = config["applications"][0]
     app["args"] = {**(app.get("args") or {}), **args}
     app["runtime_env"] = {"env_vars": env_vars}
+    for deployment in app["deployments"]:
+        if deployment["name"] == "Renderer":  # batched here (1 on a CPU in local.yaml): one call per compatible group
+            deployment["user_config"] = {"max_batch_size": 4, "batch_wait_timeout_s": 0.5}
     return config
 
 
@@ -92,7 +95,23 @@ def serve_model_store(tmp_path_factory, builtin_store) -> tuple[Path, Path]:
         manifest["models"][model].update(sha256=sha256_of(path), size_bytes=path.stat().st_size)
     manifest_path = root / "models.yaml"
     manifest_path.write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")  # order: preference
-    return root, manifest_path
+    return root, _with_tiny_generative_parts(root, manifest_path)
+
+
+def _with_tiny_generative_parts(root: Path, manifest_path: Path) -> Path:
+    """The renderer's models as tiny random parts under their shipped names, pulled from a folder mirror."""
+    pytest.importorskip("diffusers")
+    from deployments.common.download import pull
+    from deployments.common.weights import ModelStore, load_manifest
+    from tests.unit.render.tiny_sdxl import SHIPPED_PARTS, as_shipped, build_mirror
+
+    mirror = root.parent / f"{root.name}-mirror"
+    mirror.mkdir()
+    build_mirror(mirror)
+    shipped = as_shipped(mirror, manifest_path)
+    outcomes = pull(ModelStore(str(root), load_manifest(shipped)), list(SHIPPED_PARTS), mirror=str(mirror))
+    assert [outcome.error for outcome in outcomes] == [None] * len(SHIPPED_PARTS)
+    return shipped
 
 
 @pytest.fixture(scope="session")
@@ -149,6 +168,15 @@ def serve_url(serve_model_store, serve_app_args, serve_buckets_root) -> str:
         ray.shutdown()
 
 
+def _not_ok(answer: httpx.Response) -> str:
+    """The deployments whose report is not ok (what keeps the app from starting), else the answer's start."""
+    try:
+        deployments = answer.json()["deployments"]
+    except (ValueError, KeyError, TypeError):
+        return answer.text[:300]
+    return str({name: report for name, report in deployments.items() if report.get("status") != "ok"})[:2000]
+
+
 def _wait_healthy(url: str) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     last = "no answer"
@@ -157,7 +185,7 @@ def _wait_healthy(url: str) -> None:
             answer = httpx.get(f"{url}/healthz", timeout=10)
             if answer.status_code == 200:
                 return
-            last = f"{answer.status_code} {answer.text[:300]}"
+            last = f"{answer.status_code} {_not_ok(answer)}"
         except httpx.HTTPError as exc:
             last = repr(exc)
         time.sleep(1)
