@@ -15,6 +15,7 @@ function render() {
   renderModels();
   renderSpecs();
   renderStyles();
+  renderAttire();
   renderHealth();
   renderInstruction();
   renderFormStatus();
@@ -50,7 +51,7 @@ function init() {
     renderJobTitles();
     syncOptions();
   });
-  state.ready = Promise.all([loadSpecs(), loadStyles(), tasks]);
+  state.ready = Promise.all([loadSpecs(), loadStyles(), loadAttire(), tasks]);
 }
 
 init();

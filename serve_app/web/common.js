@@ -13,6 +13,7 @@ const state = {
   specsError: null,
   styles: [],
   stylesError: null,
+  attire: [], // the ID photo's attire templates (GET /v1/idphoto/attire): {name, title, colours, tiers}
   health: null, // {body} from /healthz (whatever its status code), or {error}
   instruction: null, // the last answer of the instruction box: {ok, task, filled, notes, interpreter} or {ok: false, error}
   instructionBusy: false,

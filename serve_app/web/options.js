@@ -40,6 +40,30 @@ async function loadStyles() {
   renderStyles();
 }
 
+async function loadAttire() {
+  const answer = await request("/v1/idphoto/attire");
+  state.attire = answer.ok ? answer.body.attire : []; // without the list, the page offers its own clothes only
+  const select = byId("idphoto-attire");
+  select.replaceChildren(select.options[0], ...state.attire.map((template) => new Option("", template.name)));
+  renderAttire();
+}
+
+/** The templates by their titles in the page's language, and the colours the chosen one offers. */
+function renderAttire() {
+  const select = byId("idphoto-attire");
+  const templates = state.attire;
+  templates.forEach((template, index) => {
+    select.options[index + 1].textContent = template.title[state.language];
+  });
+  const chosen = templates.find((template) => template.name === select.value);
+  const colours = byId("idphoto-attire-color");
+  const keep = colours.value;
+  const offered = Object.keys(chosen ? chosen.colours : {});
+  colours.replaceChildren(colours.options[0], ...offered.map((colour) => new Option(colour, colour)));
+  colours.value = [...colours.options].some((option) => option.value === keep) ? keep : "";
+  colours.disabled = !chosen;
+}
+
 /** The model choice of each job that has one: the page's default (the service chooses), then the job's models from
  * GET /v1/tasks in its order of preference (only the default when it did not answer). */
 function fillModels() {
@@ -131,6 +155,7 @@ function wireOptions() {
   };
   form.addEventListener("input", changed);
   form.addEventListener("change", changed);
+  byId("idphoto-attire").addEventListener("change", renderAttire);
   byId("idphoto-background").addEventListener("change", () => {
     if (byId("idphoto-background").value === "transparent") byId("idphoto-format").value = "png";
     syncOptions();

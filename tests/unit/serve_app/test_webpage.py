@@ -32,7 +32,14 @@ SCRIPTS = tuple(sorted(path.name for path in WEB_DIR.glob("*.js")))
 WEB_FILES = ("index.html", "style.css", *SCRIPTS)
 # Options whose values come from the service at run time (/v1/idphoto/specs, /v1/cartoon/styles, /v1/tasks), not the
 # page.
-LOADED_OPTIONS = {("idphoto", "spec"), ("cartoon", "style"), ("restore", "model"), ("colorize", "model")}
+LOADED_OPTIONS = {
+    ("idphoto", "spec"),
+    ("idphoto", "attire"),
+    ("idphoto", "attire_color"),
+    ("cartoon", "style"),
+    ("restore", "model"),
+    ("colorize", "model"),
+}
 # A custom ID-photo size: the spec select's "custom" choice with width, height and a unit (px or mm).
 CUSTOM_SIZE = {"width_px", "height_px", "width_mm", "height_mm"}
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
@@ -240,7 +247,7 @@ def test_each_choice_offers_exactly_what_its_params_model_accepts(page):
         offered = {value for value, _ in control.options} - {""}
         model = job_entry(control.job).params_model
         if (control.job, control.param) in LOADED_OPTIONS:
-            assert offered <= {"custom"}, control.param  # filled from the service
+            assert offered <= {"custom", "none"}, control.param  # filled from the service
         elif control.param == "background":
             assert offered == {*NAMED_COLOURS, TRANSPARENT, "custom"}
         else:
