@@ -19,6 +19,15 @@ IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
+def allow_list(hosts: Iterable[str]) -> tuple[str, ...]:
+    """An operator's allow-list as the settings keep it: host names lower-cased, each ``a.b.c.d/n`` a valid network
+    (a ``ValueError`` names the bad one), for ``callback_hosts`` and ``PORTRAIT_EDIT_ENDPOINT_HOSTS`` alike."""
+    for host in hosts:
+        if "/" in host:
+            ipaddress.ip_network(host, strict=False)
+    return tuple(host.lower() for host in hosts)
+
+
 def reachable(address: IpAddress, trusted: Iterable[IpNetwork]) -> bool:
     """A global unicast address (what it embeds, for IPv4-mapped, 6to4 and NAT64; an IPv6 one in ``2000::/3`` only),
     or one in a ``trusted`` network. The rule for every address the service connects to on a caller's say-so (image

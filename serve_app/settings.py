@@ -6,7 +6,6 @@ describes the whole process and each field is declared once.
 
 from __future__ import annotations
 
-import ipaddress
 import urllib.parse
 from functools import lru_cache
 from pathlib import Path
@@ -16,6 +15,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from deployments.common.image import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS
 from deployments.common.settings import REPO_ROOT, ModelSettings
+from serve_app.outbound import allow_list
 
 
 class Settings(ModelSettings):
@@ -142,10 +142,7 @@ class Settings(ModelSettings):
     @field_validator("edit_endpoint_hosts")
     @classmethod
     def _hosts_or_networks(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
-        for host in hosts:
-            if "/" in host:
-                ipaddress.ip_network(host, strict=False)  # a ValueError names the bad CIDR
-        return tuple(host.lower() for host in hosts)
+        return allow_list(hosts)
 
     @model_validator(mode="after")
     def _endpoint_and_model_together(self) -> Settings:

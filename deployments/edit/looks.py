@@ -15,10 +15,9 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from deployments.common.errors import InternalError
+from deployments.common.named_entries import load_named_entries
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_LOOKS_PATH = REPO_ROOT / "configs" / "looks.yaml"
@@ -95,21 +94,9 @@ class Look(_Strict):
         return {"name": self.name, "title": {"zh": self.title_zh, "en": self.title_en}}
 
 
-class LooksFile(_Strict):
-    looks: dict[str, dict]
-
-
 def load_looks(path: Path | str = DEFAULT_LOOKS_PATH) -> dict[str, Look]:
     """Every look of ``path``, validated; a malformed file is refused at start-up naming the file and the reason."""
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-        entries = LooksFile.model_validate(raw).looks
-        if not entries:
-            raise ValueError("it defines no look")
-        return {name: Look.model_validate({"name": name, **entry}) for name, entry in entries.items()}
-    except (OSError, yaml.YAMLError, ValidationError, ValueError, TypeError) as exc:
-        raise InternalError(f"looks file {path} is malformed: {exc}", details={"file": str(path)}) from exc
+    return load_named_entries(path, "looks", Look, "look")
 
 
 @functools.cache

@@ -7,10 +7,9 @@ import functools
 from collections.abc import Mapping
 from pathlib import Path
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from deployments.common.errors import InternalError
+from deployments.common.named_entries import load_named_entries
 from deployments.render.types import SCHEDULERS, SIDE_MULTIPLE_PX
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -67,22 +66,9 @@ class PortraitStyle(BaseModel):
         }
 
 
-class _StylesFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    styles: dict[str, dict]
-
-
 def load_styles(path: Path | str = DEFAULT_STYLES_PATH) -> dict[str, PortraitStyle]:
     """Every style of ``path``, validated; a malformed file is refused at start-up naming the file and the reason."""
-    path = Path(path)
-    try:
-        entries = _StylesFile.model_validate(yaml.safe_load(path.read_text(encoding="utf-8"))).styles
-        if not entries:
-            raise ValueError("it defines no style")
-        return {name: PortraitStyle.model_validate({"name": name, **entry}) for name, entry in entries.items()}
-    except (OSError, yaml.YAMLError, ValidationError, ValueError, TypeError) as exc:
-        raise InternalError(f"portrait styles file {path} is malformed: {exc}", details={"file": str(path)}) from exc
+    return load_named_entries(path, "styles", PortraitStyle, "portrait style")
 
 
 @functools.cache

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from deployments.common.errors import InvalidParameter
+from serve_app.outbound import allow_list
 from serve_app.secret_sources import read_secret, warn_inline
 from storage.base import Location, StoreSettings, parse_location
 
@@ -85,10 +86,7 @@ class JobsConfig(BaseModel):
     @field_validator("callback_hosts")
     @classmethod
     def _hosts_or_networks(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
-        for host in hosts:
-            if "/" in host:
-                ipaddress.ip_network(host, strict=False)  # a ValueError names the bad CIDR
-        return tuple(host.lower() for host in hosts)
+        return allow_list(hosts)
 
     @model_validator(mode="after")
     def _warn_inline_secret(self) -> JobsConfig:
