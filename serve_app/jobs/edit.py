@@ -1,8 +1,9 @@
-"""Text-guided face style (``POST /v1/edit``): decode → restore the faces (``restore``) → the editor (the LOOK
-engine: a film look over the photo; ``model=external``: the operator's OpenAI-compatible images endpoint, by the
-prompt's words, ``serve_app/edit_endpoint.py``) laid over the photo, or only the faces with ``scope=face`` → the
-person's own face blended back (``identity_keep``) → the identity judge per face, the restored face before against the
-edited face after → encode.
+"""Text-guided face style (``POST /v1/edit``): decode → (a neural editor: the compliance gate) → restore the faces
+(``restore``) → the editor (the LOOK engine: a film look over the photo; ``model=instructpix2pix``: InstructPix2Pix in
+the Renderer; ``model=external``: the operator's OpenAI-compatible images endpoint, ``serve_app/edit_endpoint.py``;
+both by the prompt's words) laid over the photo, or only the faces with ``scope=face`` → the person's own face blended
+back (``identity_keep``) → the identity judge per face, the restored face before against the edited face after →
+encode.
 
 The refusal policy runs first (``deployments/edit/words.py``): at parse, so the instruction interpreters, bucket
 routes and the HTTP route refuse alike. The orchestration only: the pure steps live in ``deployments/edit/``."""
@@ -34,6 +35,7 @@ from deployments.restore.params import RestoreParams
 from deployments.restore.pipeline import select_faces
 from serve_app.backend import Backend
 from serve_app.edit_endpoint import EditEndpoint, EndpointEditor, require_endpoint
+from serve_app.jobs.compliance import require_compliant
 from serve_app.jobs.context import JobContext, Timings, decode_upload
 from serve_app.jobs.deadline import run_in_worker
 from serve_app.jobs.identity import judged_face, report_identities
@@ -126,6 +128,9 @@ async def run(backend: Backend, data: bytes, params: EditParams, context: JobCon
     timings = Timings()
     with timings.phase("decode"):
         source = await decode_upload(data, context.limits, EDIT_OUTPUT)
+    if params.model is not None:  # a neural editor redraws the photo, or another's server sees it: the gate first
+        with timings.phase("compliance"):
+            await require_compliant(backend, source.rgb, "generative", context)
     with timings.phase("analyze"):
         faces, gray = await asyncio.gather(backend.call(ANALYZE_FACES, source.rgb), run_in_worker(is_gray, source.rgb))
     chosen = select_faces(faces, source.width, source.height, RESTORE_DEFAULTS)

@@ -60,6 +60,7 @@ def test_the_answer_names_instructpix2pix_and_keeps_the_photos_size(client, port
     assert EDITOR in {weights["name"] for weights in meta["weights"]}
     assert (meta["width"], meta["height"]) == (300, 300)
     assert meta["report"]["edit"]["model"] == EDITOR
+    assert "compliance" in meta["timings_ms"]  # a neural editor redraws the photo: the gate saw it first
 
 
 def test_random_weights_move_the_face_and_the_judge_refuses_without_identity_keep(client, portrait_png):
