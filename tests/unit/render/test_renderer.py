@@ -81,6 +81,14 @@ def test_a_folder_entry_is_pulled_file_by_file_and_verified(mirror, store):
         target.write_bytes(original)
 
 
+def assert_each_as_when_alone(renderer, together: np.ndarray, items) -> None:
+    """Each item's image of a batched call equals the image of the item rendered alone (the pipeline's float output)."""
+    for index, item in enumerate(items):
+        renderer.calls.clear()
+        renderer.render([item])
+        np.testing.assert_allclose(together[index], renderer.calls[0][1][0], atol=1e-5, rtol=0)
+
+
 def test_a_render_answers_an_image_of_the_requested_size(renderer):
     item = request(width=48, height=32)
     renderer.admit(item)
@@ -118,10 +126,7 @@ def test_controlnet_conditions_batch_per_item_and_keys_split_groups(renderer):
     assert sorted(size for size, _ in renderer.calls) == [1, 1, 2]
     assert results[1].image.shape == (SIZE, 40, 3)
     together = next(images for size, images in renderer.calls if size == 2)
-    for index, item in enumerate(conditioned):
-        renderer.calls.clear()
-        renderer.render([item])
-        np.testing.assert_allclose(together[index], renderer.calls[0][1][0], atol=1e-5, rtol=0)
+    assert_each_as_when_alone(renderer, together, conditioned)
 
 
 def test_two_controlnets_take_per_item_conditions_in_one_call(renderer):
@@ -134,11 +139,7 @@ def test_two_controlnets_take_per_item_conditions_in_one_call(renderer):
     renderer.calls.clear()
     renderer.render(items)
     assert [size for size, _ in renderer.calls] == [2]
-    together = renderer.calls[0][1]
-    for index, item in enumerate(items):
-        renderer.calls.clear()
-        renderer.render([item])
-        np.testing.assert_allclose(together[index], renderer.calls[0][1][0], atol=1e-5, rtol=0)
+    assert_each_as_when_alone(renderer, renderer.calls[0][1], items)
 
 
 def test_a_render_names_every_model_it_ran(renderer):
@@ -175,11 +176,7 @@ def test_adapter_faces_are_per_item_and_scale_zero_equals_no_adapter(store, rend
     renderer.calls.clear()
     renderer.render(faces)
     assert [size for size, _ in renderer.calls] == [2]
-    together = renderer.calls[0][1]
-    for index, item in enumerate(faces):
-        renderer.calls.clear()
-        renderer.render([item])
-        np.testing.assert_allclose(together[index], renderer.calls[0][1][0], atol=1e-5, rtol=0)
+    assert_each_as_when_alone(renderer, renderer.calls[0][1], faces)
     # the adapter loaded, a request without a face (or at scale 0) renders as without the adapter
     np.testing.assert_array_equal(renderer.render([request()])[0].image, plain)
     zero = renderer.render([request(adapter_image=pose(30, 40), adapter_scale=0.0)])[0].image
@@ -232,10 +229,7 @@ def test_an_instruct_edit_keeps_the_photos_size_and_batches_equal_to_single_call
     edited = renderer.render(items)
     assert [size for size, _ in renderer.calls] == [1 + 1] and edited[0].image.shape == (SIZE, 48, 3)
     assert [engine.weights for engine in edited[0].engines] == [INSTRUCT]
-    together = renderer.calls[0][1]
-    renderer.calls.clear()
-    renderer.render([items[1]])
-    np.testing.assert_allclose(together[1], renderer.calls[0][1][0], atol=1e-5, rtol=0)
+    assert_each_as_when_alone(renderer, renderer.calls[0][1], items)
 
 
 def test_an_instruct_edit_needs_an_editor_and_takes_no_controlnet(renderer):
