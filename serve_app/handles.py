@@ -51,7 +51,8 @@ class ServeReplicaCounts:
 
 class HandleTransport:
     """Stage calls over DeploymentHandles: a batched call is one item of the deployment's ``@serve.batch`` method of
-    that name, a query goes to ``ModelReplica.ask``. ``health`` is the ``HealthAggregator``'s report of every stage
+    that name (routed by the item's multiplexed model id where the call has one), a query goes to
+    ``ModelReplica.ask``. ``health`` is the ``HealthAggregator``'s report of every stage
     (``replica_counts`` and ``health_timeout_s``: see there), led by ``reporter``, the deployment asking (it answers,
     so it is ok), with the ``watched`` deployments no job route needs (the bucket runner, when the app has one)."""
 
@@ -76,7 +77,9 @@ class HandleTransport:
         except KeyError:
             raise not_deployed(call.deployment, self._stages) from None
         if call.batched:
-            return await call_deployment(getattr(handle, call.method), *args)
+            model_id = call.model_id(args[0])
+            routed = handle.options(multiplexed_model_id=model_id) if model_id else handle
+            return await call_deployment(getattr(routed, call.method), *args)
         return await call_deployment(handle.ask, call.method, *args)
 
     async def health(self) -> dict[str, dict[str, Any]]:

@@ -38,6 +38,12 @@ class StageCall(Generic[ItemT, ResultT]):
     deployment: str
     method: str
     batched: bool = True
+    # the item's attribute that is its Serve multiplexed model id (the replica holding that model gets it; "" none)
+    multiplexed_by: str | None = None
+
+    def model_id(self, item: Any) -> str:
+        """The multiplexed model id ``item`` asks for, ``""`` when the call is not multiplexed."""
+        return getattr(item, self.multiplexed_by) if self.multiplexed_by else ""
 
     def at(self, deployment: str) -> StageCall[ItemT, ResultT]:
         """The same call to another binding of the stage (a restorer per model: ``FaceRestorer-gfpgan``...)."""

@@ -16,8 +16,9 @@ import contextlib
 import logging
 import secrets
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,12 +30,14 @@ from deployments.common.timings import Timings
 from deployments.common.torch_device import DeviceOptions, pick_device
 from deployments.common.weights import ModelSpec, ModelStore, fix_command
 from deployments.render.types import (
+    LORA_SETS_PER_REPLICA,
     MIN_SIDE_PX,
     RENDER_KINDS,
     SCHEDULERS,
     SIDE_MULTIPLE_PX,
     Rendered,
     RenderRequest,
+    lora_set_parts,
 )
 
 logger = logging.getLogger(__name__)
@@ -82,7 +85,15 @@ class _Loaded:
     pipeline: Any
     info: EngineInfo
     adapter: str | None = None
-    loras: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _LoraSet:
+    """A loaded LoRA set: its base, and the peft adapter name each LoRA got in it (a set's own names, so dropping
+    one set never touches another that shares a LoRA)."""
+
+    model: str
+    adapters: dict[str, str] = field(default_factory=dict)
 
 
 class RendererPredictor:
@@ -96,6 +107,8 @@ class RendererPredictor:
         self._bases: dict[str, _Loaded] = {}
         self._controlnets: dict[str, Any] = {}
         self._engines: dict[str, EngineInfo] = {}  # every model resolved so far: what a render names
+        self._lora_sets: OrderedDict[str, _LoraSet] = OrderedDict()  # least recently used first
+        self._lora_set_loads = 0
         # One render at a time: a pipeline's LoRA set, adapter scale and ControlNets are pipeline-wide (Serve runs one
         # batch at a time anyway; the in-process backend calls from several worker threads).
         self._lock = threading.Lock()
@@ -155,7 +168,22 @@ class RendererPredictor:
             "engine": "diffusers-sdxl" if self._bases else "not-loaded",
             "models": loaded,
             "not_loaded": waiting,
+            "lora_sets": list(self._lora_sets),
+            "lora_set_loads": self._lora_set_loads,
         }
+
+    def load_lora_set(self, lora_set: str) -> None:
+        """Hold a LoRA set (``RenderRequest.lora_set``) ready for the renders that name it: Serve's multiplexer
+        calls this once per set a replica takes on; a render also loads its set when it is not held."""
+        with self._lock:
+            self._lora_set(lora_set)
+
+    def unload_lora_set(self, lora_set: str) -> None:
+        """Drop a set's adapters (the multiplexer evicted it); a set not held is a no-op."""
+        with self._lock:
+            held = self._lora_sets.pop(lora_set, None)
+            if held is not None:
+                self._bases[held.model].pipeline.delete_adapters(list(held.adapters.values()))
 
     def render(self, requests: Sequence[RenderRequest]) -> list[Rendered]:
         with self._lock:
@@ -183,7 +211,7 @@ class RendererPredictor:
             if adapted:
                 self.load_adapter(first.model)
             controlnets = [self._controlnet(condition.controlnet) for condition in first.conditions]
-            self._apply_loras(loaded, first.loras)
+            self._apply_loras(loaded, first)
         pipeline = self._pipeline(loaded, first, controlnets)
         seeds = [item.seed if item.seed is not None else secrets.randbelow(2**31) for item in items]
         kwargs = self._arguments(pipeline, loaded, items, seeds)
@@ -325,20 +353,42 @@ class RendererPredictor:
             self._controlnets[name] = model.to(self.device)
         return self._controlnets[name]
 
-    def _apply_loras(self, loaded: _Loaded, loras: tuple[tuple[str, float], ...]) -> None:
-        """LoRAs are pipeline-wide in diffusers (peft adapters on the shared modules): load any new one, then make
-        exactly this set active, at these weights (none: every LoRA off)."""
+    def _apply_loras(self, loaded: _Loaded, first: RenderRequest) -> None:
+        """LoRAs are pipeline-wide in diffusers (peft adapters on the shared modules): make exactly the group's set
+        active, at its weights (none: every LoRA off)."""
         pipeline = loaded.pipeline
-        for name, _ in loras:
-            if name not in loaded.loras:
-                path = self._resolve(self._entry(name, "lora"))
-                pipeline.load_lora_weights(str(path.parent), weight_name=path.name, adapter_name=name)
-                loaded.loras += (name,)
-        if loras:
+        if first.loras:
+            held = self._lora_set(first.lora_set)
             pipeline.enable_lora()
-            pipeline.set_adapters([name for name, _ in loras], [weight for _, weight in loras])
-        elif loaded.loras:
+            pipeline.set_adapters([held.adapters[name] for name, _ in first.loras], [w for _, w in first.loras])
+        elif any(held.model == first.model for held in self._lora_sets.values()):
             pipeline.disable_lora()
+
+    def _lora_set(self, lora_set: str) -> _LoraSet:
+        """The set, loaded once and marked most recently used; beyond ``LORA_SETS_PER_REPLICA`` the least recently
+        used one is dropped. A set that fails to load leaves nothing of itself behind."""
+        if lora_set in self._lora_sets:
+            self._lora_sets.move_to_end(lora_set)
+            return self._lora_sets[lora_set]
+        model, names = lora_set_parts(lora_set)
+        pipeline = self._base(model).pipeline
+        paths = [self._resolve(self._entry(name, "lora")) for name in names]
+        while len(self._lora_sets) >= LORA_SETS_PER_REPLICA:
+            _, evicted = self._lora_sets.popitem(last=False)
+            self._bases[evicted.model].pipeline.delete_adapters(list(evicted.adapters.values()))
+        self._lora_set_loads += 1
+        held = _LoraSet(model, {name: f"set{self._lora_set_loads}_{i}" for i, name in enumerate(names)})
+        try:
+            for name, path in zip(names, paths):
+                pipeline.load_lora_weights(str(path.parent), weight_name=path.name, adapter_name=held.adapters[name])
+        except Exception:
+            loaded_now = [a for a in held.adapters.values() if a in pipeline.get_list_adapters().get("unet", [])]
+            if loaded_now:
+                pipeline.delete_adapters(loaded_now)
+            raise
+        self._lora_sets[lora_set] = held
+        logger.info("LoRA set %s loaded (%d held)", lora_set, len(self._lora_sets))
+        return held
 
     def _resolve(self, spec: ModelSpec) -> Any:
         status = self.store.check(spec)

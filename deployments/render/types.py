@@ -21,6 +21,9 @@ RENDER_KINDS: tuple[str, ...] = ("txt2img", "img2img", "inpaint", "instruct")
 DEFAULT_RENDER_MODEL = "sdxl-base-1.0"
 MIN_SIDE_PX = 32
 SIDE_MULTIPLE_PX = 8  # the VAE halves a side three times
+# LoRA sets a replica holds at once (Serve's multiplexer routes a set to the replica that holds it and evicts the least
+# recently used one beyond this; the predictor keeps the same bound where there is no multiplexer).
+LORA_SETS_PER_REPLICA = 4
 # scheduler name -> (diffusers class, from_config overrides); "default" keeps the model's own.
 SCHEDULERS: dict[str, tuple[str, dict[str, Any]]] = {
     "euler": ("EulerDiscreteScheduler", {}),
@@ -87,6 +90,18 @@ class RenderRequest:
             tuple((name, float(weight)) for name, weight in self.loras),
         )
 
+    @property
+    def lora_set(self) -> str:
+        """The LoRAs to load, as Serve's multiplexed model id: ``<model>:<name>,<name>`` (sorted: the weights are
+        set per call and cost nothing), ``""`` without LoRAs."""
+        return f"{self.model}:{','.join(sorted(name for name, _ in self.loras))}" if self.loras else ""
+
+
+def lora_set_parts(lora_set: str) -> tuple[str, tuple[str, ...]]:
+    """``RenderRequest.lora_set`` read back: the base model and the LoRAs' manifest names."""
+    model, _, names = lora_set.partition(":")
+    return model, tuple(name for name in names.split(",") if name)
+
 
 @dataclass(frozen=True, eq=False)
 class Rendered:
@@ -102,4 +117,4 @@ class Rendered:
 
 
 RENDERER = "Renderer"
-RENDER: StageCall[RenderRequest, Rendered] = StageCall(RENDERER, "render")
+RENDER: StageCall[RenderRequest, Rendered] = StageCall(RENDERER, "render", multiplexed_by="lora_set")

@@ -103,14 +103,15 @@ def _with_tiny_generative_parts(root: Path, manifest_path: Path) -> Path:
     pytest.importorskip("diffusers")
     from deployments.common.download import pull
     from deployments.common.weights import ModelStore, load_manifest
-    from tests.unit.render.tiny_sdxl import SHIPPED_PARTS, as_shipped, build_mirror
+    from tests.unit.render.tiny_sdxl import LORAS, SHIPPED_PARTS, as_shipped, build_mirror
 
     mirror = root.parent / f"{root.name}-mirror"
     mirror.mkdir()
     build_mirror(mirror)
     shipped = as_shipped(mirror, manifest_path)
-    outcomes = pull(ModelStore(str(root), load_manifest(shipped)), list(SHIPPED_PARTS), mirror=str(mirror))
-    assert [outcome.error for outcome in outcomes] == [None] * len(SHIPPED_PARTS)
+    parts = [*SHIPPED_PARTS, *LORAS]
+    outcomes = pull(ModelStore(str(root), load_manifest(shipped)), parts, mirror=str(mirror))
+    assert [outcome.error for outcome in outcomes] == [None] * len(parts)
     return shipped
 
 

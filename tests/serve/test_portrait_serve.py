@@ -20,3 +20,34 @@ def test_four_candidates_of_one_request_are_one_pipeline_call(serve_url, astrona
     assert report["batch_size"] == 4
     assert [candidate["seed"] for candidate in report["candidates"]] == [3, 4, 5, 6]
     assert "diffusers-sdxl" in answer.json()["meta"]["engine"]
+
+
+def test_two_lora_sets_are_multiplexed_and_each_loaded_once(serve_url, serve_model_store):
+    """Requests with LoRAs reach the Renderer by their set (Serve's multiplexed model id): alternating two sets
+    loads each once, and a set draws the same image every time."""
+    import asyncio
+
+    from ray import serve
+
+    from deployments.common.weights import load_manifest
+    from deployments.render.types import RENDER, RENDERER, RenderRequest
+    from serve_app.handles import handle_backend
+    from tests.unit.render.tiny_sdxl import LORA, LORA_B
+
+    handle = serve.get_deployment_handle(RENDERER, app_name="portrait")
+    backend = handle_backend({RENDERER: handle}, load_manifest(serve_model_store[1]))
+    looks = [
+        RenderRequest("a portrait", width=64, height=64, steps=1, seed=5, loras=((name, 1.0),))
+        for name in (LORA, LORA, LORA_B, LORA, LORA_B, LORA_B)
+    ]
+
+    async def render_in_turn() -> list[np.ndarray]:
+        return [(await backend.call(RENDER, look)).image for look in looks]
+
+    images = asyncio.run(render_in_turn())
+    health = handle.health.remote().result()
+    assert health["lora_set_loads"] == 2
+    assert sorted(health["lora_sets"]) == sorted({look.lora_set for look in looks})
+    for image, look in zip(images, looks):
+        np.testing.assert_array_equal(image, images[0] if look.loras[0][0] == LORA else images[2])
+    assert np.abs(images[0].astype(int) - images[2].astype(int)).max() > 0

@@ -13,9 +13,10 @@ pytest.importorskip("diffusers")
 from deployments.common.download import pull  # noqa: E402
 from deployments.common.errors import InvalidParameter, ModelUnavailable  # noqa: E402
 from deployments.common.weights import ModelState, ModelStore, load_manifest  # noqa: E402
+from deployments.render import predictor as predictor_module  # noqa: E402
 from deployments.render.predictor import RendererOptions, RendererPredictor  # noqa: E402
-from deployments.render.types import Condition, RenderRequest  # noqa: E402
-from tests.unit.render.tiny_sdxl import ADAPTER, CONTROLNET, INSTRUCT, LORA, SDXL, build_mirror  # noqa: E402
+from deployments.render.types import Condition, RenderRequest, lora_set_parts  # noqa: E402
+from tests.unit.render.tiny_sdxl import ADAPTER, CONTROLNET, INSTRUCT, LORA, LORA_B, SDXL, build_mirror  # noqa: E402
 
 SIZE = 32
 PROMPTS = ("a portrait of a smiling woman", "a man in a blue suit", "studio light photo", "a red portrait")
@@ -31,8 +32,8 @@ def mirror(tmp_path_factory):
 def store(mirror, tmp_path_factory):
     root, manifest = mirror
     store = ModelStore(tmp_path_factory.mktemp("store"), manifest)
-    outcomes = pull(store, [SDXL, INSTRUCT, CONTROLNET, LORA, ADAPTER], mirror=str(root))
-    assert [outcome.error for outcome in outcomes] == [None] * 5
+    outcomes = pull(store, [SDXL, INSTRUCT, CONTROLNET, LORA, LORA_B, ADAPTER], mirror=str(root))
+    assert [outcome.error for outcome in outcomes] == [None] * 6
     return store
 
 
@@ -167,6 +168,53 @@ def test_a_lora_set_is_its_own_group_and_off_again_after(renderer):
     np.testing.assert_array_equal(renderer.render([base])[0].image, before)
 
 
+def test_a_lora_set_is_named_by_its_base_and_loras_whatever_their_order_or_weights():
+    mixed = request(loras=((LORA_B, 0.5), (LORA, 1.0)))
+    assert mixed.lora_set == f"{SDXL}:{LORA},{LORA_B}" == request(loras=((LORA, 0.2), (LORA_B, 0.9))).lora_set
+    assert lora_set_parts(mixed.lora_set) == (SDXL, (LORA, LORA_B))
+    assert request().lora_set == ""  # no LoRAs: not multiplexed
+
+
+def test_two_lora_sets_load_once_each_however_their_requests_alternate(store):
+    predictor = RendererPredictor(store, RendererOptions(device="cpu"))
+    looks = [request(loras=((LORA, 1.0),)), request(loras=((LORA_B, 1.0),))]
+    first = [predictor.render([item])[0].image for item in looks]
+    for _ in range(2):
+        for item, image in zip(looks, first):
+            np.testing.assert_array_equal(predictor.render([item])[0].image, image)
+    assert np.abs(first[0].astype(int) - first[1].astype(int)).max() > 0
+    assert predictor.health()["lora_set_loads"] == 2
+    assert predictor.health()["lora_sets"] == [item.lora_set for item in looks]
+
+
+def test_a_dropped_set_leaves_a_set_sharing_its_lora_alone_and_draws_the_same_when_loaded_again(store):
+    predictor = RendererPredictor(store, RendererOptions(device="cpu"))
+    both, one = request(loras=((LORA, 0.8), (LORA_B, 0.5))), request(loras=((LORA, 0.8),))
+    both_before, one_before = (predictor.render([item])[0].image for item in (both, one))
+    predictor.unload_lora_set(both.lora_set)
+    assert predictor.health()["lora_sets"] == [one.lora_set]
+    np.testing.assert_array_equal(predictor.render([one])[0].image, one_before)
+    np.testing.assert_array_equal(predictor.render([both])[0].image, both_before)
+    assert predictor.health()["lora_set_loads"] == 3
+    predictor.unload_lora_set("not-held")  # a set the multiplexer evicts twice, or never held: nothing happens
+
+
+def test_beyond_its_bound_a_replica_drops_the_least_recently_used_set(store, monkeypatch):
+    monkeypatch.setattr(predictor_module, "LORA_SETS_PER_REPLICA", 2)
+    predictor = RendererPredictor(store, RendererOptions(device="cpu"))
+    first, second, third = (
+        request(loras=loras) for loras in (((LORA, 1.0),), ((LORA_B, 1.0),), ((LORA, 1.0), (LORA_B, 1.0)))
+    )
+    plain = predictor.render([request()])[0].image
+    predictor.load_lora_set(first.lora_set)
+    predictor.load_lora_set(second.lora_set)
+    predictor.load_lora_set(first.lora_set)  # used again: the second is now the oldest
+    predictor.load_lora_set(third.lora_set)
+    assert predictor.health()["lora_sets"] == [first.lora_set, third.lora_set]
+    assert predictor.health()["lora_set_loads"] == 3
+    np.testing.assert_array_equal(predictor.render([request()])[0].image, plain)  # held sets stay off elsewhere
+
+
 def test_adapter_faces_are_per_item_and_scale_zero_equals_no_adapter(store, renderer):
     plain = RendererPredictor(store, RendererOptions(device="cpu")).render([request()])[0].image
     faces = [
@@ -216,7 +264,7 @@ def test_a_missing_model_is_a_503_naming_the_pull_command(mirror, tmp_path):
     assert raised.value.http_status == 503 and raised.value.code == "model_unavailable"
     assert f"portrait models pull {SDXL}" in raised.value.message
     assert "--group generative" in raised.value.message
-    assert predictor.health()["not_loaded"] == [SDXL, INSTRUCT, CONTROLNET, ADAPTER, LORA]
+    assert predictor.health()["not_loaded"] == [SDXL, INSTRUCT, CONTROLNET, ADAPTER, LORA, LORA_B]
 
 
 def test_an_instruct_edit_keeps_the_photos_size_and_batches_equal_to_single_calls(renderer):

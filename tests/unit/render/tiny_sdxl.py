@@ -18,6 +18,7 @@ SDXL = "sdxl-tiny"
 INSTRUCT = "sdxl-instruct-tiny"
 CONTROLNET = "controlnet-tiny"
 LORA = "lora-tiny"
+LORA_B = "lora-tiny-b"  # a second look: two LoRA sets to multiplex
 ADAPTER = "ip-adapter-tiny"
 ADAPTER_FILE = "sdxl_models/ip-adapter_tiny.safetensors"
 BLOCKS = (8, 16)
@@ -184,7 +185,7 @@ def save_controlnet(folder: Path) -> None:
     ).save_pretrained(folder)
 
 
-def save_lora(folder: Path) -> Path:
+def save_lora(folder: Path, seed: int = 3) -> Path:
     """A random peft LoRA on the UNet's attention, saved as diffusers saves one (``pytorch_lora_weights``)."""
     from diffusers import StableDiffusionXLPipeline
     from peft import LoraConfig
@@ -192,7 +193,7 @@ def save_lora(folder: Path) -> Path:
 
     torch.manual_seed(2)
     unet = _unet()
-    torch.manual_seed(3)
+    torch.manual_seed(seed)
     config = LoraConfig(r=4, lora_alpha=4, target_modules=["to_q", "to_k", "to_v", "to_out.0"], init_lora_weights=False)
     unet.add_adapter(config)
     StableDiffusionXLPipeline.save_lora_weights(folder, unet_lora_layers=get_peft_model_state_dict(unet))
@@ -263,6 +264,21 @@ def folder_entry(root: Path, folder: str, **fields) -> dict:
     return {"file": folder, "files": files, "license": "Apache-2.0", "commercial_use": True, **fields}
 
 
+def lora_entry(root: Path, path: Path, name: str) -> dict:
+    return {
+        "task": "lora",
+        "architecture": "sdxl-lora",
+        "file": path.relative_to(root).as_posix(),
+        "sha256": _digest(path),
+        "size_bytes": path.stat().st_size,
+        "url": f"https://example.invalid/{name}/pytorch_lora_weights.safetensors",
+        "license": "Apache-2.0",
+        "commercial_use": True,
+        "engine": "diffusers-sdxl",
+        "group": "generative",
+    }
+
+
 def build_mirror(root: Path) -> Path:
     """Save every tiny part under ``root`` (the mirror: ``<mirror>/<file>``) and write the manifest that lists
     them; returns the manifest's path."""
@@ -270,6 +286,7 @@ def build_mirror(root: Path) -> Path:
     save_sdxl(root / "generative" / INSTRUCT, instruct=True)
     save_controlnet(root / "generative" / CONTROLNET)
     lora = save_lora(root / "generative" / "loras")
+    lora_b = save_lora(root / "generative" / "loras-b", seed=4)
     save_ip_adapter(root / "generative" / ADAPTER)
     common = {"engine": "diffusers-sdxl", "group": "generative"}
     models = {
@@ -312,17 +329,7 @@ def build_mirror(root: Path) -> Path:
             },
             **common,
         ),
-        LORA: {
-            "task": "lora",
-            "architecture": "sdxl-lora",
-            "file": lora.relative_to(root).as_posix(),
-            "sha256": _digest(lora),
-            "size_bytes": lora.stat().st_size,
-            "url": "https://example.invalid/lora-tiny/pytorch_lora_weights.safetensors",
-            "license": "Apache-2.0",
-            "commercial_use": True,
-            **common,
-        },
+        **{name: lora_entry(root, path, name) for name, path in ((LORA, lora), (LORA_B, lora_b))},
     }
     manifest = root / "models.yaml"
     manifest.write_text(yaml.safe_dump({"models": models}, sort_keys=False), encoding="utf-8")
@@ -337,11 +344,13 @@ SHIPPED_PARTS = {
     "ip-adapter-plus-face-sdxl": ADAPTER,
     "sdxl-instructpix2pix-768": INSTRUCT,
 }
+LORAS = (LORA, LORA_B)  # none is shipped: the tiny ones join the shipped manifest under their own names
 
 
 def as_shipped(root: Path, shipped_manifest: Path) -> Path:
     """The shipped manifest with its generative entries replaced by ``build_mirror(root)``'s tiny parts under the
-    shipped names (a job asks for those), each ControlNet keeping its condition; written beside the parts."""
+    shipped names (a job asks for those), each ControlNet keeping its condition, and the ``LORAS``; written beside
+    the parts."""
     tiny = yaml.safe_load((root / "models.yaml").read_text(encoding="utf-8"))["models"]
     manifest = yaml.safe_load(shipped_manifest.read_text(encoding="utf-8"))
     for name, part in SHIPPED_PARTS.items():
@@ -349,6 +358,7 @@ def as_shipped(root: Path, shipped_manifest: Path) -> Path:
         if "condition" in manifest["models"][name].get("args", {}):  # the tiny part's own args otherwise (its size)
             entry["args"] = {"condition": manifest["models"][name]["args"]["condition"]}
         manifest["models"][name] = entry
+    manifest["models"].update({name: tiny[name] for name in LORAS})
     path = root / "models-as-shipped.yaml"
     path.write_text(yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return path

@@ -118,3 +118,29 @@ def test_a_call_to_a_stage_not_deployed_is_the_callers_mistake():
     backend = _backend_whose_stages_answer([])
     with pytest.raises(InvalidParameter, match="FaceRestorerNowhere is not deployed here"):
         asyncio.run(backend.call(RESTORE_FACE.at("FaceRestorerNowhere"), FaceToRestore(np.zeros((8, 8, 3), np.uint8))))
+
+
+class _RoutedRenderer:
+    """A Renderer handle that records the multiplexed model id each call was routed by."""
+
+    def __init__(self, routed: list[str], model_id: str = "") -> None:
+        self._routed, self._model_id = routed, model_id
+
+    def options(self, *, multiplexed_model_id: str) -> _RoutedRenderer:
+        return _RoutedRenderer(self._routed, multiplexed_model_id)
+
+    @property
+    def render(self) -> _Echo:
+        self._routed.append(self._model_id)
+        return _Echo()
+
+
+def test_a_render_with_loras_is_routed_by_its_lora_set_and_one_without_is_not():
+    from deployments.render.types import RENDER, RENDERER, RenderRequest
+
+    routed: list[str] = []
+    backend = handle_backend({RENDERER: _RoutedRenderer(routed)}, load_manifest(REPO_ROOT / "configs" / "models.yaml"))
+    styled = RenderRequest("a portrait", loras=(("look-b", 0.5), ("look-a", 1.0)))
+    for item in (styled, RenderRequest("a portrait")):
+        asyncio.run(backend.call(RENDER, item))
+    assert routed == ["sdxl-base-1.0:look-a,look-b", ""]
