@@ -253,7 +253,6 @@ JOB_ENTRIES: tuple[JobEntry, ...] = (
         "(港风, 胶片, 颗粒感, 质感, 滤镜)",
         example_words="港风胶片, 胶片颗粒, film look",
         deployments=("FaceAnalyzer", "IdentityJudge", "Renderer", "ComplianceGate"),
-        on_page=False,  # the page's radio and options fieldset come next (#36)
     ),
     JobEntry(
         name="portrait",

@@ -16,6 +16,7 @@ function render() {
   renderSpecs();
   renderStyles();
   renderAttire();
+  renderLooks();
   renderHealth();
   renderInstruction();
   renderFormStatus();
@@ -51,7 +52,7 @@ function init() {
     renderJobTitles();
     syncOptions();
   });
-  state.ready = Promise.all([loadSpecs(), loadStyles(), loadAttire(), tasks]);
+  state.ready = Promise.all([loadSpecs(), loadStyles(), loadAttire(), loadLooks(), tasks]);
 }
 
 init();

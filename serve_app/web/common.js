@@ -2,7 +2,9 @@
 // reading the service's answers and their errors, small DOM helpers. Classic scripts loaded in order by index.html; app.js (last) starts the page.
 "use strict";
 
-const ROUTES = { restore: "/v1/restore", idphoto: "/v1/idphoto", cartoon: "/v1/cartoon", colorize: "/v1/colorize" };
+const ROUTES = {
+  restore: "/v1/restore", idphoto: "/v1/idphoto", cartoon: "/v1/cartoon", colorize: "/v1/colorize", edit: "/v1/edit"
+};
 
 const state = {
   language: "en",
@@ -14,13 +16,14 @@ const state = {
   styles: [],
   stylesError: null,
   attire: [], // the ID photo's attire templates (GET /v1/idphoto/attire): {name, title, colours, tiers}
+  looks: [], // the edit job's film looks (GET /v1/edit/looks): {name, title, engine}
   health: null, // {body} from /healthz (whatever its status code), or {error}
   instruction: null, // the last answer of the instruction box: {ok, task, filled, notes, interpreter} or {ok: false, error}
   instructionBusy: false,
   formStatus: null, // {key, job, vars}
   tasks: new Map(), // the jobs the service runs (GET /v1/tasks), by name: {route, title, frames, step_of, models}
   videoJobs: [], // the jobs that take a video (GET /v1/tasks: frames)
-  ready: Promise.resolve(), // the ID-photo standards, cartoon styles and the jobs (models, videos), loaded (or failed)
+  ready: Promise.resolve(), // the standards, styles, attire, looks and jobs (models, videos), loaded (or failed)
 };
 
 const byId = (id) => document.getElementById(id);

@@ -71,7 +71,7 @@ function instructionError(error) {
   if (error.code === "empty") return [document.createTextNode(t("instruction.empty"))];
   const task = error.body && error.body.error && error.body.error.details && error.body.error.details.task;
   if (error.code === "invalid_parameter" && task in ROUTES) {
-    return errorParts(error, t("error.instruction_refused", { job: jobTitle(task) }));
+    return errorParts(error, t("instruction.options_refused", { job: jobTitle(task) }));
   }
   return errorParts(error);
 }

@@ -1,5 +1,6 @@
 // The options of each job: one control per option of the job's params model (index.html), the ID-photo standards,
-// cartoon styles and models loaded from the service, the fields a run sends, and filling the form from an instruction.
+// cartoon styles, film looks and models loaded from the service, the fields a run sends, and filling the form from an
+// instruction or an example prompt.
 "use strict";
 
 // The named backgrounds of deployments/idphoto/params.py (NAMED_COLOURS): an instruction answers with the hex value,
@@ -62,6 +63,22 @@ function renderAttire() {
   colours.replaceChildren(colours.options[0], ...offered.map((colour) => new Option(colour, colour)));
   colours.value = [...colours.options].some((option) => option.value === keep) ? keep : "";
   colours.disabled = !chosen;
+}
+
+async function loadLooks() {
+  const answer = await request("/v1/edit/looks");
+  state.looks = answer.ok ? answer.body.looks : []; // without the list, the prompt alone picks the look
+  const select = byId("edit-look");
+  select.replaceChildren(select.options[0], ...state.looks.map((look) => new Option("", look.name)));
+  renderLooks();
+}
+
+/** The looks by their titles in the page's language. */
+function renderLooks() {
+  const select = byId("edit-look");
+  state.looks.forEach((look, index) => {
+    select.options[index + 1].textContent = look.title[state.language];
+  });
 }
 
 /** The model choice of each job that has one: the page's default (the service chooses), then the job's models from
@@ -156,6 +173,10 @@ function wireOptions() {
   form.addEventListener("input", changed);
   form.addEventListener("change", changed);
   byId("idphoto-attire").addEventListener("change", renderAttire);
+  byId("edit-examples").addEventListener("click", (event) => {
+    const example = event.target.closest("button");
+    if (example) useExample(example.textContent);
+  });
   byId("idphoto-background").addEventListener("change", () => {
     if (byId("idphoto-background").value === "transparent") byId("idphoto-format").value = "png";
     syncOptions();
@@ -171,6 +192,9 @@ function syncOptions() {
   }
   byId("restore-fidelity-value").textContent = Number(byId("restore-fidelity").value).toFixed(2);
   byId("restore-blend-value").textContent = Number(byId("restore-blend").value).toFixed(2);
+  byId("edit-strength-value").textContent = Number(byId("edit-strength").value).toFixed(2);
+  byId("edit-identity-keep-value").textContent = Number(byId("edit-identity-keep").value).toFixed(2);
+  byId("edit-look").disabled = byId("edit-model").value !== ""; // an editor edits by the prompt alone, never a look
   const background = byId("idphoto-background").value;
   byId("idphoto-background-hint").hidden = background !== "transparent";
   const backdrop = byId("idphoto-backdrop").value !== "";
@@ -236,7 +260,7 @@ function hiddenInside(element, container) {
   return false;
 }
 
-// ---------------------------------------------------------------- filling the form (from an instruction)
+// ---------------------------------------------------------------- filling the form (an instruction, an example)
 
 /** Choose ``job`` and set its options to the defaults plus ``params``; the ids of the controls set. */
 function fillJob(job, params) {
@@ -255,7 +279,7 @@ function fillJob(job, params) {
 }
 
 function resetControls(fieldset) {
-  for (const control of fieldset.querySelectorAll("input, select")) {
+  for (const control of fieldset.querySelectorAll("input, select, textarea")) {
     control.classList.remove("filled");
     if (control.type === "checkbox") {
       control.checked = control.defaultChecked;
@@ -295,4 +319,12 @@ function fillBackground(select, value) {
   select.value = "custom";
   byId("idphoto-colour").value = value;
   return [select, byId("idphoto-colour")];
+}
+
+/** An example prompt into the edit's prompt box, as written: the job reads Chinese and English alike. */
+function useExample(prompt) {
+  const box = byId("edit-prompt");
+  box.value = prompt;
+  box.classList.remove("filled");
+  box.focus();
 }

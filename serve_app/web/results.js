@@ -1,5 +1,5 @@
-// A card's result: before/after comparison (a video: its player), the engine that ran, downloads, and the ID-photo
-// compliance report.
+// A card's result: before/after comparison (a video: its player), the engine that ran, downloads, the ID-photo
+// compliance report and an edit's look.
 "use strict";
 
 const EXTENSIONS = { "image/png": "png", "image/jpeg": "jpg", "image/webp": "webp", "video/mp4": "mp4" };
@@ -33,8 +33,19 @@ function renderResult(item) {
   const compare = card.querySelector(".compare");
   moveDivider(compare, Number(compare.querySelector(".compare-divider").getAttribute("aria-valuenow")));
   card.querySelector(".card-engine").replaceChildren(...engineLine(response.meta));
-  card.querySelector(".card-report").replaceChildren(...(response.report ? [reportView(response.report)] : []));
+  card.querySelector(".card-report").replaceChildren(...reportParts(response));
   card.querySelector(".card-downloads").replaceChildren(...downloadLinks(item));
+}
+
+/** What the job reports beside its image: the ID photo's compliance, the look an edit laid and who chose it. */
+function reportParts(response) {
+  if (response.report) return [reportView(response.report)];
+  const edit = response.meta.report && response.meta.report.edit;
+  if (!edit || !edit.look) return [];
+  const known = state.looks.find((look) => look.name === edit.look);
+  const look = known ? known.title[state.language] : edit.look;
+  const line = t(edit.chosen_by === "prompt" ? "card.look.prompt" : "card.look", { look });
+  return [paragraph([document.createTextNode(line)], "card-look")];
 }
 
 function keepUrl(item, blob) {

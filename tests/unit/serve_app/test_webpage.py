@@ -30,15 +30,17 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 # The page's scripts: classic scripts sharing one global scope, i18n.js (string tables) first, app.js (start-up) last.
 SCRIPTS = tuple(sorted(path.name for path in WEB_DIR.glob("*.js")))
 WEB_FILES = ("index.html", "style.css", *SCRIPTS)
-# Options whose values come from the service at run time (/v1/idphoto/specs, /v1/cartoon/styles, /v1/tasks), not the
-# page.
+# Options whose values come from the service at run time (/v1/idphoto/specs, /v1/idphoto/attire, /v1/cartoon/styles,
+# /v1/edit/looks, /v1/tasks), not the page.
 LOADED_OPTIONS = {
     ("idphoto", "spec"),
     ("idphoto", "attire"),
     ("idphoto", "attire_color"),
     ("cartoon", "style"),
+    ("edit", "look"),
     ("restore", "model"),
     ("colorize", "model"),
+    ("edit", "model"),
 }
 # A custom ID-photo size: the spec select's "custom" choice with width, height and a unit (px or mm).
 CUSTOM_SIZE = {"width_px", "height_px", "width_mm", "height_mm"}
