@@ -8,7 +8,8 @@ neck is read by the face's skin colour), stretches it sideways to the person's n
 drapes its shoulders onto the person's outline (the matte) between natural slopes, over the person's own clothes.
 Only pixels below the neck line (``NECK_LINE_E`` eye distances below the lowest point of the face, along its vertical
 axis) may change, so the face, the hair above it and the neck above the collar stay the person's own pixels, bit for
-bit.
+bit; given the photo's parse (:mod:`deployments.idphoto.parse`), so does the hair that falls in front of the
+shoulders. :class:`Dressed` says where the clothes went (:class:`AttireFit`), for the report's seam check.
 
 The built-in templates are drawn here (no copied assets): anti-aliased polygons in eye-distance units on a canvas
 ``SUPERSAMPLE`` times finer (1: about 0.1 s a drawing on one core), with soft gradients and fold shadows. Users add
@@ -34,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from deployments.common.errors import InternalError, InvalidParameter
 from deployments.faces.types import Face
+from deployments.idphoto.parse import PortraitParse, chin_patch, skin_like, skin_reference, ycrcb
 
 RGB = tuple[int, int, int]
 
@@ -54,6 +56,7 @@ _PROFILE_HALF_COLS = 6 * _PROFILE_PX_PER_E
 SHOULDER_SLOPE_DEG = (15.0, 25.0)  # a shoulder line falls from the neck's sides between these slopes
 _COLLAR_ROLL_E = 0.3  # beside the neck a jacket's collar may stay level this far before the shoulder falls
 DRAPE_RANGE_E = (-1.2, 0.8)  # how far a column of the drawing may move up (-) or down (+) to meet the shoulders
+HAIR_EDGE_E = 0.04  # the soft edge (Gaussian sigma) of hair kept in front of the clothes
 _NECK_GRID_E = 0.05  # the neck's skin is read on a grid this fine
 _SKIN_BIN_E = 0.05  # the neck's colour is read in columns this wide
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
@@ -237,10 +240,10 @@ def _measure_neck(
         cv2.INTER_LINEAR,
         borderMode=cv2.BORDER_REPLICATE,
     )
-    patch = _chin_patch(rgb, face, eye_px)
+    patch = chin_patch(rgb, face)
     if patch.size == 0:
         return (prior_half_e, prior_half_e), NECK_BASE_E
-    skin = _is_skin(samples, patch)
+    skin = skin_like(ycrcb(samples), skin_reference(patch))
     centre = us.size // 2
     top_rows = vs <= below_chin_e + 0.25
     halves = []
@@ -256,22 +259,6 @@ def _measure_neck(
         ends = np.where(gap.any(axis=0), np.argmax(gap, axis=0), down_side.shape[0] - 1) * step
         tops.append(float(np.percentile(ends, 30)) if ends.size else NECK_BASE_E)
     return (halves[0], halves[1]), min(tops) - 0.05
-
-
-def _chin_patch(rgb: np.ndarray, face: Face, eye_px: float) -> np.ndarray:
-    """The face's skin between the mouth and the chin (Nx1x3 uint8 RGB; empty off the photo)."""
-    lip = (np.asarray(face.landmarks[3], np.float64) + np.asarray(face.landmarks[4], np.float64)) / 2.0
-    x, y = np.round((lip + np.asarray(face.chin, np.float64)) / 2.0).astype(int)
-    reach = max(1, round(0.12 * eye_px))
-    return rgb[max(0, y - reach) : y + reach + 1, max(0, x - reach) : x + reach + 1].reshape(-1, 1, 3)
-
-
-def _is_skin(pixels: np.ndarray, patch: np.ndarray) -> np.ndarray:
-    """Which ``pixels`` (HxWx3 uint8 RGB) look like the skin of ``patch``: chroma (YCrCb) within 12 of its median
-    and not much darker (a shadow, not a dark collar)."""
-    ref = np.median(cv2.cvtColor(patch, cv2.COLOR_RGB2YCrCb).reshape(-1, 3).astype(np.float32), axis=0)
-    ycc = cv2.cvtColor(np.ascontiguousarray(pixels, np.uint8), cv2.COLOR_RGB2YCrCb).astype(np.float32)
-    return (np.linalg.norm(ycc[..., 1:] - ref[1:], axis=-1) < 12.0) & (ycc[..., 0] > 0.35 * ref[0])
 
 
 def _drape_e(inside: np.ndarray, rows_e: np.ndarray, placement: AttirePlacement, drawing: AttireDrawing) -> np.ndarray:
@@ -308,6 +295,27 @@ def _drape_e(inside: np.ndarray, rows_e: np.ndarray, placement: AttirePlacement,
     return np.convolve(np.pad(shift, 3, mode="edge"), np.ones(7) / 7, mode="valid")
 
 
+@dataclass(frozen=True, eq=False)
+class AttireFit:
+    """Where one person's clothes went, for the report's seam check: the face dressed, the placement and the
+    clothes' coverage of the photo (HxW uint8, 255 where the template's own pixels, its clothes or the skin its
+    opening paints, replace the person's)."""
+
+    face: Face
+    placement: AttirePlacement
+    cover: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class Dressed:
+    """The photo in new clothes (HxWx3 uint8 RGB), the matte of the person and the clothes together (the input
+    matte's dtype), and where the clothes went."""
+
+    rgb: np.ndarray
+    alpha: np.ndarray
+    fit: AttireFit
+
+
 def dress(
     rgb: np.ndarray,
     alpha: np.ndarray,
@@ -316,30 +324,48 @@ def dress(
     colour: str | None = None,
     *,
     mesh: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+    parse: PortraitParse | None = None,
+) -> Dressed:
     """``rgb`` (HxWx3 uint8 RGB) and its matte ``alpha`` (HxW, float32 in [0, 1] or uint8) with ``template`` in
-    ``colour`` laid over the person's clothes; returns the new RGB and the new alpha (the same dtype as ``alpha``):
-    the union of the person and the clothes. Pixels at or above the neck line keep their values exactly."""
+    ``colour`` fitted to ``face`` (:func:`place_attire`) and laid over the person's clothes (:func:`wear_attire`)."""
     drawing = template.drawing(colour)
     placement = place_attire(alpha, face, drawing, mesh=mesh, rgb=rgb)
+    return wear_attire(rgb, alpha, face, drawing, placement, parse=parse)
+
+
+def wear_attire(
+    rgb: np.ndarray,
+    alpha: np.ndarray,
+    face: Face,
+    drawing: AttireDrawing,
+    placement: AttirePlacement,
+    *,
+    parse: PortraitParse | None = None,
+) -> Dressed:
+    """``drawing`` composited at ``placement`` over the person's clothes; the new alpha is the union of the person
+    and the clothes. Pixels at or above the neck line keep their values exactly, and so does the hair that
+    ``parse`` finds in front of the clothes (long hair on the shoulders), up to a soft edge."""
     height, width = rgb.shape[:2]
+    cover_u8 = np.zeros((height, width), np.uint8)
     box = _footprint_box(placement, drawing, (height, width))
     if box is None:
-        return rgb.copy(), alpha.copy()
+        return Dressed(rgb.copy(), alpha.copy(), AttireFit(face, placement, cover_u8))
     top, bottom, left, right = box
     ys, xs = np.mgrid[top:bottom, left:right].astype(np.float32)
     u_e, v_e = _face_frame_e(xs, ys, placement)
     clothes, skin = _warp_drawing(drawing, placement, u_e, v_e)
-    below = v_e + placement.drop_e >= placement.neck_line_e
-    clothes_a = clothes[..., 3] * below
-    skin_a = skin[..., 0] * below * (1.0 - clothes_a)
+    shown = (v_e + placement.drop_e >= placement.neck_line_e).astype(np.float32)
+    if parse is not None:
+        shown *= 1.0 - _soft(parse.hair[top:bottom, left:right], HAIR_EDGE_E * placement.eye_distance_px)
+    clothes_a = clothes[..., 3] * shown
+    skin_a = skin[..., 0] * shown * (1.0 - clothes_a)
     skin_rgb = _skin_colour(rgb, alpha, box, u_e, v_e, placement, face)
     cover = clothes_a + skin_a
     changed = cover > 0.0
     person = rgb[top:bottom, left:right].astype(np.float32)
     paint = (
-        clothes[..., :3] * below[..., None]
-        + skin_rgb * (skin[..., 1] * below * (1.0 - clothes_a))[..., None]
+        clothes[..., :3] * shown[..., None]
+        + skin_rgb * (skin[..., 1] * shown * (1.0 - clothes_a))[..., None]
         + person * (1.0 - cover)[..., None]
     )
     out_rgb = rgb.copy()
@@ -354,7 +380,13 @@ def dress(
     else:
         union = region + cover * (1.0 - region)
         out_alpha[top:bottom, left:right] = np.where(changed, union, region).astype(alpha.dtype)
-    return out_rgb, out_alpha
+    cover_u8[top:bottom, left:right] = np.clip(cover * 255.0 + 0.5, 0, 255).astype(np.uint8)
+    return Dressed(out_rgb, out_alpha, AttireFit(face, placement, cover_u8))
+
+
+def _soft(mask: np.ndarray, sigma_px: float) -> np.ndarray:
+    """A boolean mask as float32 coverage with a Gaussian edge (the parse's coarse grid smoothed away)."""
+    return cv2.GaussianBlur(mask.astype(np.float32), (0, 0), max(0.5, sigma_px))
 
 
 def _neck_half_e(face: Face, mesh: np.ndarray | None, right: np.ndarray, eye_px: float) -> float:
@@ -495,9 +527,9 @@ def _skin_colour(
     bins = np.floor(u_e / _SKIN_BIN_E).astype(np.int64)
     half_bins = int(np.ceil(placement.neck_half_e / _SKIN_BIN_E))
     neck = solid & (np.abs(bins) < half_bins) & (v_e + placement.drop_e >= placement.neck_line_e) & (v_e < -0.03)
-    patch = _chin_patch(rgb, face, placement.eye_distance_px)
+    patch = chin_patch(rgb, face)
     if patch.size and neck.any():
-        neck[neck] = _is_skin(pixels[neck].reshape(-1, 1, 3), patch).ravel()
+        neck[neck] = skin_like(ycrcb(pixels[neck]), skin_reference(patch))
     if np.count_nonzero(neck) < 8:
         flat = np.median(patch.reshape(-1, 3), axis=0) if patch.size else np.full(3, 200.0)
         return np.broadcast_to(flat.astype(np.float32), pixels.shape)

@@ -20,12 +20,13 @@ from deployments.common.errors import InternalError, NoFaceFound, NotCompliant
 from deployments.common.image import require_image
 from deployments.common.timings import Timings
 from deployments.faces.types import Face
-from deployments.idphoto.attire import default_attire_templates, dress
+from deployments.idphoto.attire import AttireFit, default_attire_templates, dress
 from deployments.idphoto.background import draw_backdrop
 from deployments.idphoto.geometry import Framing, group_face, plan_framing
 from deployments.idphoto.matte import MODNET_REFERENCE_PX, LowResMatte, Matting, keep_subject
 from deployments.idphoto.output import EncodedPhoto, encode_photo, encode_sheet, plan_sheet, render_sheet
 from deployments.idphoto.params import IdPhotoParams
+from deployments.idphoto.parse import PortraitParse, parse_portrait
 from deployments.idphoto.render import HdPhoto, make_hd_copy, render_photo
 from deployments.idphoto.report import (
     MAX_BACKGROUND_STD,
@@ -36,6 +37,7 @@ from deployments.idphoto.report import (
     MIN_SHARPNESS,
     Check,
     ComplianceReport,
+    attire_checks,
     background_std,
     face_sharpness,
     measure_crown_y,
@@ -122,9 +124,10 @@ def make_id_photo(
         raise InternalError(f"the matte was made in {low.matting} mode, the job asked for {params.matting}")
     with timings.phase("segment_ms"):
         low = keep_subject(low, _person_points(people), min(float(f.box[2] - f.box[0]) for f in people))
+    attire: Attired | None = None
     if params.attire != "none":  # before the framing: the shoulders need the uncropped person
         with timings.phase("attire_ms"):
-            rgb, low = _dressed(rgb, low, people, params)
+            rgb, low, attire = _dressed(rgb, low, people, params)
     with timings.phase("geometry_ms"):
         framing = plan_framing(group_face(people), low, spec, align=params.align)
         if params.horizontal_flip:
@@ -151,7 +154,7 @@ def make_id_photo(
     hd = make_hd_copy(rgb, low, framing, spec, params, colour, timings, background_image) if params.hd else None
     with timings.phase("report_ms"):
         # Judged before the watermark: a watermarked photo is a proof, and its marks are not the background.
-        found = Found(people, len(faces), photo.shoulders_cut, photo.skin_delta_e)
+        found = Found(people, len(faces), photo.shoulders_cut, photo.skin_delta_e, attire)
         report = judge_photo(photo.rgb, photo.alpha, photo.background, framing, found, spec, encoded, params, mark_note)
     timings.ms["total_ms"] = sum(timings.ms.values())
     logger.debug("%s photo %s in %.1f ms: %s", spec.slug, report.verdict, timings.ms["total_ms"], report.reasons)
@@ -163,28 +166,42 @@ def make_id_photo(
     return IdPhotoOutcome(encoded.data, encoded.media_type, sheet, report, timings.ms, framing, hd)
 
 
+@dataclass(frozen=True, eq=False)
+class Attired:
+    """Where the new clothes went (one fit per person) and the source's parse, for the report's seam check."""
+
+    fits: tuple[AttireFit, ...]
+    parse: PortraitParse
+
+
 def _dressed(
     rgb: np.ndarray, low: LowResMatte, people: Sequence[Face], params: IdPhotoParams
-) -> tuple[np.ndarray, LowResMatte]:
-    """The people in ``params.attire`` (tier 0: ``deployments/idphoto/attire.py``), and the matte of the person and
-    the clothes together (a cut-out's matte: only resampled from here on, as the matte step's output is)."""
+) -> tuple[np.ndarray, LowResMatte, Attired]:
+    """The people in ``params.attire`` (tier 0: ``deployments/idphoto/attire.py``), their hair on the shoulders
+    kept in front (the photo's parse), and the matte of the person and the clothes together (a cut-out's matte: only
+    resampled from here on, as the matte step's output is)."""
     template = default_attire_templates()[params.attire]
     height, width = rgb.shape[:2]
     alpha = np.clip(np.rint(low.matte_at(IDENTITY_AFFINE, (width, height), rgb) * 255.0), 0, 255).astype(np.uint8)
+    parse = parse_portrait(rgb, alpha, people)
+    fits = []
     for person in people:
-        rgb, alpha = dress(rgb, alpha, person, template, params.attire_color, mesh=person.mesh)
-    return rgb, matte_of_cut_out(alpha)
+        dressed = dress(rgb, alpha, person, template, params.attire_color, mesh=person.mesh, parse=parse)
+        rgb, alpha = dressed.rgb, dressed.alpha
+        fits.append(dressed.fit)
+    return rgb, matte_of_cut_out(alpha), Attired(tuple(fits), parse)
 
 
 @dataclass(frozen=True, eq=False)
 class Found:
     """What the photo holds: the people used (largest first), how many faces were found, whether the source cuts
-    the shoulders, and how far the face colour moved (mean CIELAB ΔE)."""
+    the shoulders, how far the face colour moved (mean CIELAB ΔE), and where new clothes went (``attire``)."""
 
     people: Sequence[Face]
     face_count: int
     shoulders_cut: bool
     skin_delta_e: float | None
+    attire: Attired | None = None
 
 
 def judge_photo(
@@ -205,6 +222,9 @@ def judge_photo(
     if background is not None:
         std = background_std(photo_rgb, background, alpha)
         checks.append(ranged("background_uniformity", std, 0.0, MAX_BACKGROUND_STD, "rgb_rms"))
+    if found.attire is not None:
+        attire = found.attire
+        checks += attire_checks(attire.fits, attire.parse.labels, framing.affine, framing.size_wh, lang)
     reasons, codes = _reasons(checks, found, spec, encoded, params)
     looks = look_notes(params.touchups(), flipped=params.horizontal_flip, watermark_note=watermark_note, lang=lang)
     return ComplianceReport(
@@ -313,6 +333,8 @@ def _advice(codes: list[str], spec: IdSpec, lang: Lang) -> list[str]:
         advice.append(say(lang, "advice_retake_shoulders"))
     if "face_count" in codes:
         advice.append(say(lang, "advice_faces", needed=spec.faces))
+    if "attire_seam_gap" in codes or "attire_covers_chin" in codes:
+        advice.append(say(lang, "advice_attire"))
     return advice
 
 

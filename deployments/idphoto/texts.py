@@ -40,6 +40,12 @@ TEXTS: dict[str, dict[Lang, str]] = {
         "en": "file size {size_kb} KB outside [{min_kb}, {max_kb}] KB (bytes are never padded)",
         "zh": "文件大小 {size_kb} KB 不在 [{min_kb}, {max_kb}] KB 范围内（不会用填充字节凑大小）",
     },
+    "attire_seam_gap": {
+        "en": "the new clothes leave a gap of {gap} eye distances between the neck and the collar, where the "
+        "background or the old clothes show",
+        "zh": "新衣服的领口与脖子之间留有 {gap} 个眼距的缝隙，露出了背景或原来的衣服",
+    },
+    "attire_covers_chin": {"en": "the new clothes cover the chin", "zh": "新衣服遮住了下巴"},
     "advice_retake_head": {
         "en": "Retake the photo from further away, with the whole head, the hair and some space above it in view.",
         "zh": "请离远一些重拍，让整个头部、头发以及头顶上方的空白都在画面内。",
@@ -51,6 +57,10 @@ TEXTS: dict[str, dict[Lang, str]] = {
     "advice_faces": {
         "en": "Use a photo with exactly {needed} face(s) looking at the camera.",
         "zh": "请使用恰好有 {needed} 张正对镜头人脸的照片。",
+    },
+    "advice_attire": {
+        "en": "Try another attire template, or a photo that shows the neck down to the collarbones.",
+        "zh": "请换一种服装模板，或使用露出脖子直到锁骨的照片。",
     },
     # The compliance gate's refusals (deployments/compliance/verdict.py): ``refused_<code>`` and ``advice_<code>``.
     "refused_explicit_content": {"en": "the photo shows nudity", "zh": "照片含有裸露内容"},
@@ -151,6 +161,8 @@ LABELS: dict[str, dict[Lang, str]] = {
     "source_scale": {"en": "enlargement of the source", "zh": "原照片放大倍数"},
     "edge_padding": {"en": "share beyond the source (top and bottom)", "zh": "超出原照片范围的比例（上下）"},
     "background_uniformity": {"en": "background uniformity", "zh": "背景均匀度"},
+    "attire_seam_gap": {"en": "gap between the neck and the new collar", "zh": "脖子与新衣领之间的缝隙"},
+    "attire_covers_chin": {"en": "space between the chin and the new clothes", "zh": "下巴与新衣服之间的距离"},
 }
 
 EDGES: dict[str, dict[Lang, str]] = {
