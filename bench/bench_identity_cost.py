@@ -36,10 +36,10 @@ class WithoutJudge(Backend):
     def __init__(self, backend: Backend) -> None:
         super().__init__(backend.transport, backend.context)
 
-    async def call(self, call: StageCall, *args):
+    async def call(self, call: StageCall, *args, **options):
         if call == EMBED_FACE:
             raise not_deployed(call.deployment, {})
-        return await super().call(call, *args)
+        return await super().call(call, *args, **options)
 
 
 def spent_seconds(backend: Backend, photo: bytes, runs: int) -> tuple[list[float], list[float], dict]:

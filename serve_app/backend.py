@@ -8,10 +8,10 @@ how the call travels is the ``Transport``'s business: DeploymentHandles in Serve
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from deployments.common.batching import unwrap
+from deployments.common.batching import Progress, unwrap
 from deployments.common.errors import InvalidParameter
 from deployments.common.stage import StageCall, StageContext
 from deployments.common.weights import ModelSpec
@@ -23,10 +23,14 @@ ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
 
 
-class Transport(Protocol):
-    """How stage calls travel: one outcome per call (an ``ItemFailure`` for a batched item that failed alone)."""
+OnProgress = Callable[[Progress], None]
 
-    async def send(self, call: StageCall, *args: Any) -> Any: ...
+
+class Transport(Protocol):
+    """How stage calls travel: one outcome per call (an ``ItemFailure`` for a batched item that failed alone); a
+    streamed call's ``Progress`` records go to ``on_progress`` meanwhile."""
+
+    async def send(self, call: StageCall, *args: Any, on_progress: OnProgress | None = None) -> Any: ...
 
     async def health(self) -> dict[str, dict[str, Any]]: ...
 
@@ -52,9 +56,10 @@ class Backend:
         """The restorers deployed here, in the order of preference (a job without ``model`` gets the first neural)."""
         return self.context.restore_models
 
-    async def call(self, call: StageCall[ItemT, ResultT], *args: Any) -> ResultT:
-        """The stage's answer to ``call`` (one item, or a query's arguments); its typed error raised here."""
-        return unwrap(await self.transport.send(call, *args))
+    async def call(self, call: StageCall[ItemT, ResultT], *args: Any, on_progress: OnProgress | None = None) -> ResultT:
+        """The stage's answer to ``call`` (one item, or a query's arguments); its typed error raised here.
+        ``on_progress``: told each ``Progress`` of a streamed call (a render's steps)."""
+        return unwrap(await self.transport.send(call, *args, on_progress=on_progress))
 
     async def health(self) -> dict[str, dict[str, Any]]:
         return await self.transport.health()

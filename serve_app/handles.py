@@ -6,8 +6,9 @@ photo, awaited together) share forward passes. Imports no torch: records from th
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import ray
@@ -17,13 +18,14 @@ from ray.serve._private.constants import SERVE_CONTROLLER_NAME, SERVE_NAMESPACE
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError
 from ray.serve.handle import DeploymentHandle
 
+from deployments.common.batching import Progress
 from deployments.common.deployment import record_job
-from deployments.common.errors import Overloaded, StageUnavailable
+from deployments.common.errors import InternalError, Overloaded, StageUnavailable
 from deployments.common.stage import StageCall, StageContext
 from deployments.common.weights import ModelSpec
 from deployments.restore.params import deployed_restorers
 from serve_app.auth.caller import caller_id
-from serve_app.backend import Backend, not_deployed
+from serve_app.backend import Backend, OnProgress, not_deployed
 from serve_app.health import HealthAggregator, ReplicaCount, ReplicaCounts, replica_counts_of
 from serve_app.llm import LLM_DEPLOYMENT, LlmClient, LlmFailure, LlmRoute, language_model
 from serve_app.runner.jobs_layout import JobRef
@@ -71,16 +73,18 @@ class HandleTransport:
             self._health.watch(name, handle)
         self._reporter = reporter
 
-    async def send(self, call: StageCall, *args: Any) -> Any:
+    async def send(self, call: StageCall, *args: Any, on_progress: OnProgress | None = None) -> Any:
         try:
             handle = self._stages[call.deployment]
         except KeyError:
             raise not_deployed(call.deployment, self._stages) from None
-        if call.batched:
-            model_id = call.model_id(args[0])
-            routed = handle.options(multiplexed_model_id=model_id) if model_id else handle
-            return await call_deployment(getattr(routed, call.method), *args)
-        return await call_deployment(handle.ask, call.method, *args)
+        if not call.batched:
+            return await call_deployment(handle.ask, call.method, *args)
+        model_id = call.model_id(args[0])
+        routed = handle.options(multiplexed_model_id=model_id) if model_id else handle
+        if call.streamed:
+            return await stream_deployment(getattr(routed.options(stream=True), call.method), on_progress, *args)
+        return await call_deployment(getattr(routed, call.method), *args)
 
     async def health(self) -> dict[str, dict[str, Any]]:
         own = {self._reporter: {"status": "ok"}} if self._reporter else {}
@@ -165,8 +169,15 @@ RAY_LOST_REPLICA = (RayActorError, DeploymentUnavailableError, ReplicaUnavailabl
 async def call_deployment(method: Any, *args: Any) -> Any:
     """One call to a model deployment; a full queue there becomes our 503 ``Overloaded``, a replica lost under the
     call our 503 ``StageUnavailable`` (both with ``Retry-After``)."""
-    try:
+    with translated_handle_errors():
         return await method.remote(*args)
+
+
+@contextlib.contextmanager
+def translated_handle_errors() -> Iterator[None]:
+    """Serve's refusals of a call as our errors: a full queue, a lost replica."""
+    try:
+        yield
     except BackPressureError as exc:
         raise Overloaded("the service is at capacity; retry in a few seconds", details={"stage": str(exc)}) from exc
     except RAY_LOST_REPLICA as exc:
@@ -174,6 +185,20 @@ async def call_deployment(method: Any, *args: Any) -> Any:
             "a model replica was lost (node or process died) and is being replaced; retry in a few seconds",
             details={"stage": type(exc).__name__},
         ) from exc
+
+
+async def stream_deployment(method: Any, on_progress: OnProgress | None, *args: Any) -> Any:
+    """``call_deployment`` of a streamed method: its ``Progress`` records to ``on_progress``, its last answer returned
+    (leaving early, as a job past its deadline does, cancels the rest of the stream)."""
+    answer = None
+    with translated_handle_errors():
+        async for answer in method.remote(*args):
+            if isinstance(answer, Progress):
+                if on_progress is not None:
+                    on_progress(answer)
+    if answer is None or isinstance(answer, Progress):
+        raise InternalError("a streamed stage call ended without its outcome")
+    return answer
 
 
 class BucketRunnerClient:

@@ -9,18 +9,20 @@ the classic restorer, as the deployments do.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from deployments.common.batching import run_per_item
+from deployments.common.batching import Progress, run_per_item
 from deployments.common.errors import InternalError
 from deployments.common.stage import Predictor, Stage, StageCall, StageContext
 from deployments.common.weights import ModelStore
 from deployments.restore.params import RESTORE_MODELS
 from deployments.restore.types import BACKGROUND_UPSCALER
-from serve_app.backend import Backend, not_deployed
-from serve_app.jobs.deadline import run_in_worker
+from serve_app.backend import Backend, OnProgress, not_deployed
+from serve_app.jobs.deadline import current_checkpoint, run_in_worker
 from serve_app.llm import LlmClient
 from serve_app.stages import bindings, stage_of
 
@@ -43,13 +45,15 @@ class InProcessTransport:
         self._options = options
         self._predictors: dict[str, Predictor] = {}
 
-    async def send(self, call: StageCall, *args: Any) -> Any:
+    async def send(self, call: StageCall, *args: Any, on_progress: OnProgress | None = None) -> Any:
         stage, predictor = self._predictor(call.deployment)
         if not stage.reaches(call):
             raise InternalError(f"{call.deployment} offers no {'batched ' if call.batched else ''}{call.method!r}")
         method = getattr(predictor, call.method)
         if not call.batched:
             return method(*args)
+        if call.streamed:
+            method = functools.partial(method, on_progress=_from_worker(on_progress, current_checkpoint()))
         (outcome,) = await run_in_worker(run_per_item, method, list(args), predictor.admit, call.deployment)
         return outcome
 
@@ -68,6 +72,19 @@ class InProcessTransport:
             options = stage.make_options(self._options.get(deployment, {}))
             self._predictors[deployment] = stage.make_predictor(self._store, options, args)
         return stage, self._predictors[deployment]
+
+
+def _from_worker(on_progress: OnProgress | None, checkpoint: Callable[[], None]) -> Callable[[Any, Progress], None]:
+    """A streamed predictor's ``on_progress(item, Progress)``, called in its worker thread: ``on_progress`` told in
+    the event loop, and the job's deadline checked between steps (past it, the work stops there)."""
+    loop = asyncio.get_running_loop()
+
+    def moved(item: Any, progress: Progress) -> None:
+        if on_progress is not None:
+            loop.call_soon_threadsafe(on_progress, progress)
+        checkpoint()
+
+    return moved
 
 
 def in_process_backend(

@@ -39,7 +39,7 @@ from serve_app.chat_messages import image_from_url, read_chat_request, text_and_
 from serve_app.deadlines import within_request_timeout
 from serve_app.instructions import Instruction, InstructionInterpreter, JobHint, build_interpreter
 from serve_app.instructions.vocabulary import enum_values
-from serve_app.jobs import JobContext, job_context, parse_job_params, run_job
+from serve_app.jobs import JobContext, job_context, parse_job_params, render_over_budget, run_job
 from serve_app.jobs.results import JobResult
 from serve_app.openai_wire import (
     DEFAULT_MODEL,
@@ -136,6 +136,8 @@ async def _run_prompt(
     if overrides:
         params = parse_job_params(instruction.task, {**instruction.fields(), **overrides}, context)
         instruction = dataclasses.replace(instruction, params=params)
+    if refusal := render_over_budget(instruction.task, instruction.params, context, settings.sync_render_mp_steps):
+        raise refusal  # an OpenAI answer has no room for a job: the caller submits it to /v1/jobs
     job = run_job(backend_of(request), instruction.task, image, instruction.params, context)
     result = await within_request_timeout(job, settings)
     return instruction, result

@@ -28,6 +28,13 @@ class Settings(ModelSettings):
     request_timeout_s: float = Field(
         120.0, gt=0, description="a job route answers 504 `timeout` after this; keep Serve's proxy timeout above it"
     )
+    sync_render_mp_steps: float = Field(
+        8.0,
+        ge=0,
+        description="the most rendering (megapixels × steps, every candidate and redraw summed; a 1024² render of 30 "
+        "steps is 31.5) a synchronous `portrait` or neural `edit` may plan; more is taken as an asynchronous job (202 "
+        "with its status URL) where the jobs API runs, else refused (422 `needs_job`). CPU: ~8; one GPU: ~2000",
+    )
     body_timeout_s: float = Field(
         60.0, gt=0, description="a request body not all arrived after this is refused (408): no slot held by a drip"
     )

@@ -18,10 +18,10 @@ class FaceAnalysisDouble(Backend):
         super().__init__(backend.transport, backend.context)
         self._real = backend
 
-    async def call(self, call: StageCall, *args: Any) -> Any:
+    async def call(self, call: StageCall, *args: Any, **options: Any) -> Any:
         if call == ANALYZE_FACES:
             return await self.analyze_faces(*args)
-        return await self._real.call(call, *args)
+        return await self._real.call(call, *args, **options)
 
     async def analyze_faces(self, image: np.ndarray) -> list[Face]:
         return await self._real.call(ANALYZE_FACES, image)

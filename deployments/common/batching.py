@@ -42,6 +42,14 @@ class ItemFailure:
     error: PortraitError
 
 
+@dataclass(frozen=True)
+class Progress:
+    """How far a streamed item is (``StageCall.streamed``): ``done`` of ``total`` steps; its outcome comes last."""
+
+    done: int
+    total: int
+
+
 def unwrap(outcome: ResultT | ItemFailure) -> ResultT:
     """The item's result, or its error raised here, in the caller."""
     if isinstance(outcome, ItemFailure):

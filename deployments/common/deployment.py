@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
+import inspect
 import os
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import cache
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
+from ray import serve
 from ray.serve import metrics
 
-from deployments.common.batching import run_per_item
-from deployments.common.errors import InvalidParameter
+from deployments.common.batching import Progress, run_per_item
+from deployments.common.errors import InvalidParameter, PortraitError
 from deployments.common.settings import get_model_settings
 from deployments.common.stage import BatchConfig, Stage
 
@@ -37,10 +42,14 @@ class ModelReplica:
         super().__init_subclass__(**kwargs)
         if "stage" not in cls.__dict__:  # cloudpickle rebuilds a class in a replica as an empty skeleton first
             return
-        missing = [name for name in cls.stage.batched if not hasattr(getattr(cls, name, None), "set_max_batch_size")]
+        stage = cls.stage
+        methods = [stage.batch_method(name) for name in stage.batched]
+        missing = [name for name in methods if not hasattr(getattr(cls, name, None), "set_max_batch_size")]
+        missing += [name for name in stage.streamed if not inspect.isasyncgenfunction(getattr(cls, name, None))]
         if missing:
             raise TypeError(
-                f"{cls.__name__} declares batched {missing} but defines no @serve.batch method of that name"
+                f"{cls.__name__} declares batched {missing} but defines no @serve.batch method (or, for a streamed "
+                "one, no async generator that streams it) of that name"
             )
 
     def __init__(self, binding: str | None = None, *args: Any) -> None:
@@ -58,8 +67,9 @@ class ModelReplica:
         given = {key: options.pop(key) for key in BatchConfig.model_fields if key in options}
         self._batch = BatchConfig.model_validate({**self.stage.batch.model_dump(), **given})
         for name in self.stage.batched:
-            getattr(self, name).set_max_batch_size(self._batch.max_batch_size)
-            getattr(self, name).set_batch_wait_timeout_s(self._batch.batch_wait_timeout_s)
+            method = getattr(self, self.stage.batch_method(name))
+            method.set_max_batch_size(self._batch.max_batch_size)
+            method.set_batch_wait_timeout_s(self._batch.batch_wait_timeout_s)
         new_options = self.stage.make_options(options)
         if new_options != self._options:
             self._predictor = self.stage.make_predictor(self._store, new_options, self._args)
@@ -70,6 +80,40 @@ class ModelReplica:
         record_batch(self._name, len(items))
         predictor = self._predictor
         return await asyncio.to_thread(run_per_item, getattr(predictor, method), items, predictor.admit, self._name)
+
+    async def stream_batch(self, method: str, items: list[Any]) -> AsyncIterator[list[Any]]:
+        """``run_batch`` of a streamed method (``StageCall.streamed``): each item's latest ``Progress`` whenever one
+        moves, then one outcome per item. ``predictor.<method>`` takes ``on_progress(item, Progress)``, which its
+        worker thread calls."""
+        record_batch(self._name, len(items))
+        predictor, loop, moves = self._predictor, asyncio.get_running_loop(), asyncio.Queue()
+
+        def on_progress(item: Any, progress: Progress) -> None:
+            loop.call_soon_threadsafe(moves.put_nowait, (id(item), progress))
+
+        run = functools.partial(getattr(predictor, method), on_progress=on_progress)
+        outcomes = asyncio.ensure_future(asyncio.to_thread(run_per_item, run, items, predictor.admit, self._name))
+        latest = {id(item): Progress(0, 0) for item in items}
+        while True:
+            move = asyncio.ensure_future(moves.get())
+            await asyncio.wait((outcomes, move), return_when=asyncio.FIRST_COMPLETED)
+            if not move.done():
+                move.cancel()
+                break
+            key, progress = move.result()
+            latest[key] = progress
+            yield [latest[id(item)] for item in items]
+        yield await outcomes
+
+    async def hold_multiplexed(self, load: Callable[[str], Awaitable[Any]]) -> None:
+        """Have the batch's multiplexed model (``serve.get_multiplexed_model_id()``, if any) loaded by ``load``, the
+        deployment's ``@serve.multiplexed`` method. One that fails to load fails each item in its run, typed."""
+        model_id = serve.get_multiplexed_model_id()
+        if model_id:
+            try:
+                await load(model_id)
+            except PortraitError:
+                pass  # the predictor meets the same error per item: one outcome each, not one for the batch
 
     async def ask(self, method: str, *args: Any) -> Any:
         """A query of ``stage.queries`` (``StageCall(batched=False)``), answered at once."""
@@ -90,6 +134,14 @@ class ModelReplica:
             **gpu_facts(self._name),
             **replica_facts(),
         }
+
+
+async def evictable(load: Callable[[str], None], unload: Callable[[str], None], model_id: str) -> SimpleNamespace:
+    """What a ``@serve.multiplexed`` method returns for a model its predictor holds: ``load(model_id)`` run in a
+    thread, and an entry whose ``__del__`` Ray calls on eviction (an instance attribute: the garbage collector never
+    calls it) to ``unload(model_id)``."""
+    await asyncio.to_thread(load, model_id)
+    return SimpleNamespace(__del__=functools.partial(unload, model_id))
 
 
 def limit_cpu_threads(num_threads: int = 1) -> None:

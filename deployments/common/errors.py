@@ -14,6 +14,7 @@ values in the job outcomes, not exceptions; they become errors only where a requ
     │   │   └── InstructionRefused  422 instruction_refused (an edit the policy refuses: ``deployments/edit/words.py``)
     │   ├── UnsupportedVideo        415 unsupported_video  (not a container we read; no video stream)
     │   ├── VideoNeedsJob           415 video_needs_job    (a video sent to a synchronous route: use /v1/jobs)
+    │   ├── RenderNeedsJob          422 render_needs_job   (more rendering than a synchronous route may plan: /v1/jobs)
     │   ├── CorruptVideo            400 corrupt_video
     │   ├── VideoTooLarge           413 video_too_large    (details.limit names the bound)
     │   ├── NoFaceFound             422 no_face
@@ -94,6 +95,11 @@ class UnsupportedVideo(InputError):
 class VideoNeedsJob(InputError):
     code = "video_needs_job"
     http_status = 415
+
+
+class RenderNeedsJob(InputError):
+    code = "render_needs_job"
+    http_status = 422
 
 
 class CorruptVideo(InputError):

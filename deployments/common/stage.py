@@ -40,6 +40,8 @@ class StageCall(Generic[ItemT, ResultT]):
     batched: bool = True
     # the item's attribute that is its Serve multiplexed model id (the replica holding that model gets it; "" none)
     multiplexed_by: str | None = None
+    # a streamed call answers ``Progress`` records while it runs, then its outcome (long work: a render's steps)
+    streamed: bool = False
 
     def model_id(self, item: Any) -> str:
         """The multiplexed model id ``item`` asks for, ``""`` when the call is not multiplexed."""
@@ -91,9 +93,12 @@ class Stage:
     """A model stage as its ``deployment.py`` declares it.
 
     ``name``: the deployment's name (one binding) or its class's (several: ``bindings``). ``batched``: predictor methods
-    reached through ``@serve.batch`` (the deployment defines one of each name); ``queries``: predictor methods answered
-    at once. ``bindings(context)``: deployment name → ``__init__`` arguments, for a stage bound more than once (a
-    restorer per model); one binding under ``name`` otherwise. ``options``: the frozen dataclass of the ``user_config``
+    reached through ``@serve.batch`` (the deployment defines one of each name); ``streamed``: those of them that
+    answer ``Progress`` before their outcome (the deployment's ``@serve.batch`` method is then ``<name>_batch``, an
+    async generator, and ``<name>`` streams it: Serve streams a method only when it is itself an async generator
+    function, which a ``@serve.batch`` wrapper is not); ``queries``: predictor methods answered at once.
+    ``bindings(context)``: deployment name → ``__init__`` arguments, for a stage bound more than once (a restorer per
+    model); one binding under ``name`` otherwise. ``options``: the frozen dataclass of the ``user_config``
     keys besides the batch keys (``fixed`` values are not the user's to set).
     """
 
@@ -105,6 +110,11 @@ class Stage:
     queries: tuple[str, ...] = ()
     bindings: Callable[[StageContext], Mapping[str, tuple[Any, ...]]] | None = None
     fixed: Mapping[str, Any] = field(default_factory=dict)
+    streamed: tuple[str, ...] = ()
+
+    def batch_method(self, name: str) -> str:
+        """The deployment's ``@serve.batch`` method for the batched predictor method ``name``."""
+        return f"{name}_batch" if name in self.streamed else name
 
     def bound(self, context: StageContext) -> Mapping[str, tuple[Any, ...]]:
         return self.bindings(context) if self.bindings is not None else {self.name: ()}
@@ -122,4 +132,6 @@ class Stage:
 
     def reaches(self, call: StageCall) -> bool:
         """Whether ``call`` names a method this stage offers, batched or not as declared."""
-        return call.method in (self.batched if call.batched else self.queries)
+        if not call.batched:
+            return call.method in self.queries
+        return call.method in self.batched and call.streamed == (call.method in self.streamed)

@@ -13,19 +13,22 @@ imported here only, when the first request loads a model: the ingress and ``type
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import secrets
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
+from deployments.common.batching import Progress
 from deployments.common.engine import EngineInfo
-from deployments.common.errors import InvalidParameter, ModelUnavailable
+from deployments.common.errors import InvalidParameter, ModelUnavailable, RequestTimeout
 from deployments.common.timings import Timings
 from deployments.common.torch_device import DeviceOptions, pick_device
 from deployments.common.weights import ModelSpec, ModelStore, fix_command
@@ -63,6 +66,7 @@ PIPELINES: dict[tuple[str, bool], str] = {
 }
 # the class a base model of each role loads as (an editor's UNet takes the start image's latents too: 8 channels)
 BASE_PIPELINES = {"base": "StableDiffusionXLPipeline", "editor": "StableDiffusionXLInstructPix2PixPipeline"}
+OnProgress = Callable[[RenderRequest, Progress], None]
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -185,24 +189,27 @@ class RendererPredictor:
             if held is not None:
                 self._bases[held.model].pipeline.delete_adapters(list(held.adapters.values()))
 
-    def render(self, requests: Sequence[RenderRequest]) -> list[Rendered]:
+    def render(self, requests: Sequence[RenderRequest], on_progress: OnProgress | None = None) -> list[Rendered]:
+        """``on_progress(request, Progress)`` after each step of its pipeline call (from this thread). A group stops
+        between steps once every one of its requests is past its ``deadline_unix_s`` (``RequestTimeout``)."""
         with self._lock:
-            return self._render(requests)
+            return self._render(requests, on_progress)
 
-    def _render(self, requests: Sequence[RenderRequest]) -> list[Rendered]:
+    def _render(self, requests: Sequence[RenderRequest], on_progress: OnProgress | None) -> list[Rendered]:
+        _require_time_left(requests)
         groups: dict[tuple, list[int]] = {}
         for index, request in enumerate(requests):
             groups.setdefault(request.compatibility_key(), []).append(index)
         results: dict[int, Rendered] = {}
         for indices in groups.values():
             items = [requests[index] for index in indices]
-            for index, rendered in zip(indices, self._render_group(items)):
+            for index, rendered in zip(indices, self._render_group(items, on_progress)):
                 results[index] = rendered
         return [results[index] for index in range(len(requests))]
 
     # -- one group: one pipeline call ------------------------------------------------------------------------------
 
-    def _render_group(self, items: list[RenderRequest]) -> list[Rendered]:
+    def _render_group(self, items: list[RenderRequest], on_progress: OnProgress | None) -> list[Rendered]:
         first = items[0]
         timings = Timings()
         with timings.phase("load"):
@@ -215,6 +222,7 @@ class RendererPredictor:
         pipeline = self._pipeline(loaded, first, controlnets)
         seeds = [item.seed if item.seed is not None else secrets.randbelow(2**31) for item in items]
         kwargs = self._arguments(pipeline, loaded, items, seeds)
+        kwargs |= _on_steps(first.kind, first.steps, functools.partial(_moved, items, on_progress))
         with timings.phase("render"):
             images = self._call_pipeline(pipeline, kwargs)
         parts = [condition.controlnet for condition in first.conditions] + [name for name, _ in first.loras]
@@ -420,6 +428,34 @@ class RendererPredictor:
     def _image(image: np.ndarray | None, item: RenderRequest, what: str) -> None:
         if image is None or image.shape != (item.height, item.width, 3) or image.dtype != np.uint8:
             raise InvalidParameter(f"{what} must be {item.height}x{item.width}x3 uint8 RGB")
+
+
+def _on_steps(kind: str, steps: int, moved: Callable[[int, int], None]) -> dict[str, Any]:
+    """The pipeline argument that calls ``moved(steps done, steps)`` after each step: diffusers'
+    ``callback_on_step_end``, or the older ``callback`` of the InstructPix2Pix pipeline (which runs every step)."""
+    if kind == "instruct":
+        return {"callback": lambda step, timestep, latents: moved(step + 1, steps), "callback_steps": 1}
+
+    def on_step_end(pipeline: Any, step: int, timestep: Any, tensors: dict[str, Any]) -> dict[str, Any]:
+        moved(step + 1, pipeline.num_timesteps)
+        return tensors
+
+    return {"callback_on_step_end": on_step_end}
+
+
+def _moved(items: Sequence[RenderRequest], on_progress: OnProgress | None, done: int, total: int) -> None:
+    """After a step: each item told, and the call stopped once every item's deadline has passed (nobody waits)."""
+    if on_progress is not None:
+        for item in items:
+            on_progress(item, Progress(done, total))
+    _require_time_left(items)
+
+
+def _require_time_left(items: Sequence[RenderRequest]) -> None:
+    """``RequestTimeout`` when every item has a deadline and all of them have passed."""
+    deadlines = [item.deadline_unix_s for item in items]
+    if deadlines and all(deadline is not None for deadline in deadlines) and time.time() > max(deadlines):
+        raise RequestTimeout("the render's deadline passed before it finished: nobody waits for it any more")
 
 
 def _role(item: RenderRequest) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from deployments.common.batching import ItemFailure, Progress
 from deployments.common.engine import EngineInfo
 from deployments.common.stage import StageCall
 
@@ -52,7 +53,8 @@ class RenderRequest:
     ``image`` as ``prompt`` says (an InstructPix2Pix model: ``model`` names an ``image_editing`` entry), holding to it
     by ``image_guidance``. ``seed`` ``None``: the
     renderer draws one (and answers it). ``adapter_image``: the face whose likeness the IP-Adapter carries, at
-    ``adapter_scale``. ``loras``: ``(manifest name, weight)`` pairs."""
+    ``adapter_scale``. ``loras``: ``(manifest name, weight)`` pairs. The call is streamed: ``Progress`` (steps
+    done) while it renders, then the ``Rendered``."""
 
     prompt: str
     kind: RenderKind = "txt2img"
@@ -72,6 +74,7 @@ class RenderRequest:
     adapter_scale: float = 0.0
     loras: tuple[tuple[str, float], ...] = ()
     model: str = DEFAULT_RENDER_MODEL
+    deadline_unix_s: float | None = None  # past it nobody waits: the render stops between steps
 
     def compatibility_key(self) -> tuple:
         """What must be equal for two requests to share one pipeline call."""
@@ -89,6 +92,14 @@ class RenderRequest:
             float(self.adapter_scale) if self.adapter_image is not None else None,
             tuple((name, float(weight)) for name, weight in self.loras),
         )
+
+    @property
+    def steps_to_run(self) -> int:
+        """The steps the pipeline runs: a start image is noised ``strength`` of the way, so img2img and inpaint run
+        ``int(steps × strength)`` (diffusers' ``get_timesteps``)."""
+        if self.kind in ("img2img", "inpaint"):
+            return min(int(self.steps * self.strength), self.steps)
+        return self.steps
 
     @property
     def lora_set(self) -> str:
@@ -116,5 +127,7 @@ class Rendered:
     engines: tuple[EngineInfo, ...] = ()
 
 
+# what a render streams: its steps done, then its outcome
+RenderAnswer = Progress | Rendered | ItemFailure
 RENDERER = "Renderer"
-RENDER: StageCall[RenderRequest, Rendered] = StageCall(RENDERER, "render", multiplexed_by="lora_set")
+RENDER: StageCall[RenderRequest, Rendered] = StageCall(RENDERER, "render", multiplexed_by="lora_set", streamed=True)

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from deployments.common.errors import InternalError, PortraitError
+from deployments.common.errors import InternalError, PortraitError, RenderNeedsJob
 from deployments.common.params import JobParams
 from deployments.video.probe import looks_like_video
 from serve_app.auth.caller import require_task
@@ -43,12 +43,15 @@ class JobKind:
     entry: JobEntry
     parse: Callable[[Mapping[str, Any], JobContext], JobParams]
     run: Callable[[Backend, bytes, Any, JobContext], Awaitable[JobResult]]
+    # a job that renders: the megapixel-steps its params plan (the synchronous routes' budget weighs them)
+    render_work: Callable[[Any, JobContext], float] | None = None
 
 
 def _job_kind_of(entry: JobEntry) -> JobKind:
     module = importlib.import_module(entry.module)
     functions = module if entry.step is None else module.STEPS[entry.step]
-    return JobKind(entry=entry, parse=functions.parse, run=functions.run)
+    render_work = getattr(functions, "render_work", None)
+    return JobKind(entry=entry, parse=functions.parse, run=functions.run, render_work=render_work)
 
 
 JOBS: dict[str, JobKind] = {entry.name: _job_kind_of(entry) for entry in JOB_ENTRIES}
@@ -61,6 +64,23 @@ def job_kind(task: str) -> JobKind:
 def require_job(task: str) -> None:
     """403 when the caller's key may not run ``task`` (a key allowed a whole job may run its steps)."""
     require_task(task, job_entry(task).step_of)
+
+
+def render_over_budget(
+    task: str, params: JobParams, context: JobContext, budget_mp_steps: float
+) -> RenderNeedsJob | None:
+    """The refusal a synchronous run of ``task`` earns when ``params`` plan more rendering (megapixel-steps) than
+    ``budget_mp_steps``; None within it, or for a job that does not render. A job route then hands the request to the
+    jobs API instead (``serve_app.jobs_api.routes.accept_as_job``)."""
+    render_work = job_kind(task).render_work
+    planned = render_work(params, context) if render_work is not None else 0.0
+    if planned <= budget_mp_steps:
+        return None
+    return RenderNeedsJob(
+        f"this {task} plans {planned:.1f} megapixel-steps of rendering, more than a synchronous request may "
+        f"({budget_mp_steps:g}): submit it as an asynchronous job, POST /v1/jobs with task={task}",
+        details={"planned_mp_steps": round(planned, 2), "sync_mp_steps": budget_mp_steps, "jobs_url": "/v1/jobs"},
+    )
 
 
 def parse_job_params(task: str, fields: Mapping[str, Any], context: JobContext) -> JobParams:

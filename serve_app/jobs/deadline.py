@@ -37,6 +37,10 @@ class JobDeadline:
     def stop(self) -> None:
         self._stopped.set()
 
+    def remaining_s(self) -> float:
+        """Seconds left; 0 once stopped."""
+        return 0.0 if self._stopped.is_set() else max(self._expires_at - time.monotonic(), 0.0)
+
     def check(self) -> None:
         """Raise ``RequestTimeout`` when the job was stopped or its time is up."""
         if self._stopped.is_set() or time.monotonic() > self._expires_at:
@@ -79,6 +83,13 @@ def current_checkpoint() -> Callable[[], None]:
     it raises ``RequestTimeout`` once the job was stopped or its time is up; a no-op outside a job."""
     deadline = _CURRENT.get()
     return deadline.check if deadline is not None else _no_deadline
+
+
+def deadline_unix_s() -> float | None:
+    """When the current job's time is up, as wall-clock seconds (what another process can check); None outside a
+    job."""
+    deadline = _CURRENT.get()
+    return None if deadline is None else time.time() + deadline.remaining_s()
 
 
 def _no_deadline() -> None:

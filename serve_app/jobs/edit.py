@@ -22,6 +22,7 @@ from deployments.common.admission import EDIT_OUTPUT
 from deployments.common.engine import EngineInfo
 from deployments.common.errors import InvalidParameter, NoFaceFound
 from deployments.common.params import parse_params
+from deployments.common.weights import ModelSpec
 from deployments.edit.editor import EditedPhoto, LookEditor, PhotoToEdit
 from deployments.edit.looks import Look, default_looks
 from deployments.edit.mask import face_mask
@@ -37,8 +38,9 @@ from serve_app.backend import Backend
 from serve_app.edit_endpoint import EditEndpoint, EndpointEditor, require_endpoint
 from serve_app.jobs.compliance import require_compliant
 from serve_app.jobs.context import JobContext, Timings, decode_upload
-from serve_app.jobs.deadline import run_in_worker
+from serve_app.jobs.deadline import deadline_unix_s, run_in_worker
 from serve_app.jobs.identity import judged_face, report_identities
+from serve_app.jobs.progress import RenderSteps
 from serve_app.jobs.prompts import english_prompt
 from serve_app.jobs.restore import default_restore_model, restore_faces
 from serve_app.jobs.results import JobResult, encode_job_result
@@ -56,6 +58,20 @@ def parse(fields: Mapping[str, Any], context: JobContext) -> EditParams:
     elif params.model is None and params.look is None and params.prompt is not None:
         chosen_look(params)  # a prompt naming no look is refused now, not after the upload is decoded
     return params
+
+
+def render_work(params: EditParams, context: JobContext) -> float:
+    """The rendering the job plans, in megapixel-steps: InstructPix2Pix's render at its training size (at most a
+    square of it); none for the other editors."""
+    if params.model != INSTRUCT:
+        return 0.0
+    return params.steps * _instruct_side_px(context.manifest) ** 2 / 1e6
+
+
+def _instruct_side_px(manifest: Mapping[str, ModelSpec]) -> int:
+    """The long side InstructPix2Pix renders at: its manifest entry's ``side_px`` (its training size)."""
+    spec = manifest.get(INSTRUCT_MODEL)
+    return int(spec.args.get("side_px", 768)) if spec is not None else 768
 
 
 def looks_named() -> str:
@@ -97,7 +113,7 @@ async def _instructed(backend: Backend, item: PhotoToEdit, params: EditParams) -
     if words.text is None:
         raise InvalidParameter(f"{words.note}: InstructPix2Pix reads English; write the prompt in English")
     height, width = item.rgb.shape[:2]
-    scale = int(backend.manifest[INSTRUCT_MODEL].args.get("side_px", 768)) / max(height, width)
+    scale = _instruct_side_px(backend.manifest) / max(height, width)
     size_wh = (_multiple(width * scale), _multiple(height * scale))
     small = await run_in_worker(functools.partial(cv2.resize, item.rgb, size_wh, interpolation=cv2.INTER_AREA))
     request = RenderRequest(
@@ -110,8 +126,9 @@ async def _instructed(backend: Backend, item: PhotoToEdit, params: EditParams) -
         steps=params.steps,
         guidance=INSTRUCT_GUIDANCE,
         seed=item.seed,
+        deadline_unix_s=deadline_unix_s(),
     )
-    done = await backend.call(RENDER, request)
+    done = await backend.call(RENDER, request, on_progress=RenderSteps().plan(item.seed, request.steps_to_run))
     back = await run_in_worker(
         functools.partial(cv2.resize, done.image, (width, height), interpolation=cv2.INTER_CUBIC)
     )

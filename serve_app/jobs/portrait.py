@@ -41,11 +41,12 @@ from deployments.portrait.params import MAX_COUNT, STYLE_NAMES, PortraitParams
 from deployments.portrait.styles import PortraitStyle, default_styles
 from deployments.render.types import DEFAULT_RENDER_MODEL, RENDER, SIDE_MULTIPLE_PX, Condition, Rendered, RenderRequest
 from deployments.restore.params import RestoreParams
-from serve_app.backend import Backend
+from serve_app.backend import Backend, OnProgress
 from serve_app.jobs.compliance import require_compliant
 from serve_app.jobs.context import JobContext, Timings, decode_upload
-from serve_app.jobs.deadline import run_in_worker
+from serve_app.jobs.deadline import deadline_unix_s, run_in_worker
 from serve_app.jobs.identity import IdentityReport, embed_faces, judged_face
+from serve_app.jobs.progress import RenderSteps
 from serve_app.jobs.prompts import english_prompt
 from serve_app.jobs.restore import upscale_background
 from serve_app.jobs.results import JobResult, encode_job_result
@@ -78,6 +79,19 @@ def chosen_style(params: PortraitParams) -> tuple[PortraitStyle, str]:
     if matches:
         return styles[max(matches)[1]], "prompt"
     return styles[STYLE_NAMES[0]], "default"
+
+
+def render_work(params: PortraitParams, context: JobContext) -> float:
+    """The rendering the job plans, in megapixel-steps: every candidate of the first round and its Hires. fix
+    redraw (what the synchronous route's budget weighs; a second round of seeds is not foreseen)."""
+    style = chosen_style(params)[0]
+    width, height = render_size(params, style)
+    base = RenderRequest(prompt="", width=width, height=height, steps=params.steps or style.steps)
+    work = base.steps_to_run * width * height / 1e6
+    if params.hires:
+        width, height = output_size(params, style)
+        work += _redraw(base).steps_to_run * width * height / 1e6
+    return params.count * work
 
 
 def render_size(params: PortraitParams, style: PortraitStyle) -> tuple[int, int]:
@@ -140,17 +154,25 @@ async def run(backend: Backend, data: bytes, params: PortraitParams, context: Jo
         adapter_scale=_adapter_scale(params, style) if adapter is not None else 0.0,
         loras=tuple(style.loras.items()),
         model=DEFAULT_RENDER_MODEL,
+        deadline_unix_s=deadline_unix_s(),
     )
     first_seed = params.seed if params.seed is not None else secrets.randbelow(2**31 - ROUNDS * MAX_COUNT)
     before = embed_faces(backend, [judged_face(source.rgb, face)])
     tried: list[Candidate] = []
+    steps = RenderSteps()  # the job's progress: steps done of the renders planned so far
     for round_index in range(ROUNDS):
         seeds = [first_seed + round_index * params.count + index for index in range(params.count)]
+        drawn = {seed: steps.plan(("render", seed), base.steps_to_run) for seed in seeds}
+        redrawn = {seed: steps.plan(("hires", seed), _redraw(base).steps_to_run) for seed in seeds if params.hires}
         with timings.phase("render"):
-            rendered = await asyncio.gather(*(backend.call(RENDER, replace(base, seed=seed)) for seed in seeds))
+            rendered = await asyncio.gather(
+                *(backend.call(RENDER, replace(base, seed=seed), on_progress=drawn[seed]) for seed in seeds)
+            )
         if params.hires:
             with timings.phase("hires"):
-                rendered = await asyncio.gather(*(_hires(backend, base, done, params, style) for done in rendered))
+                rendered = await asyncio.gather(
+                    *(_hires(backend, base, done, params, style, redrawn[done.seed]) for done in rendered)
+                )
         with timings.phase("identity"):
             tried += await _judged(backend, source.rgb, face, canvas, rendered, params, before)
         best = _best(tried)
@@ -235,26 +257,28 @@ async def _renderer_prompt(backend: Backend, style: PortraitStyle, wish: str | N
     return (f"{style.prompt}, {words.text}" if words.text else style.prompt), words.note
 
 
+def _redraw(base: RenderRequest) -> RenderRequest:
+    """The Hires. fix's redraw of ``base`` (its start image and size set when it runs): img2img at
+    ``HIRES_STRENGTH``, which runs int(steps × strength) steps, at least 1; no ControlNet (the composition is set)."""
+    steps = max(base.steps, math.ceil(1 / HIRES_STRENGTH))
+    return replace(base, kind="img2img", strength=HIRES_STRENGTH, steps=steps, conditions=())
+
+
 async def _hires(
-    backend: Backend, base: RenderRequest, done: Rendered, params: PortraitParams, style: PortraitStyle
+    backend: Backend,
+    base: RenderRequest,
+    done: Rendered,
+    params: PortraitParams,
+    style: PortraitStyle,
+    on_progress: OnProgress,
 ) -> Rendered:
     """Upscale (Real-ESRGAN x2 where its weights are present, else Lanczos, then down to 1.5x) and redraw at
     ``HIRES_STRENGTH`` from the same seed: detail at the larger size without a new composition."""
     width, height = output_size(params, style)
     upscaled, _ = await upscale_background(backend, done.image, RestoreParams(upscale=2))
     start = await run_in_worker(functools.partial(cv2.resize, upscaled, (width, height), interpolation=cv2.INTER_AREA))
-    steps = max(base.steps, math.ceil(1 / HIRES_STRENGTH))  # img2img runs int(steps × strength) of them: at least 1
-    second = replace(
-        base,
-        kind="img2img",
-        image=start,
-        width=width,
-        height=height,
-        strength=HIRES_STRENGTH,
-        seed=done.seed,
-        steps=steps,
-    )
-    redrawn = await backend.call(RENDER, replace(second, conditions=()))
+    second = replace(_redraw(base), image=start, width=width, height=height, seed=done.seed)
+    redrawn = await backend.call(RENDER, second, on_progress=on_progress)
     timings = {f"hires_{phase}": ms for phase, ms in redrawn.timings_ms.items()}
     return replace(redrawn, timings_ms={**done.timings_ms, **timings}, batch_size=done.batch_size)
 

@@ -30,17 +30,14 @@ from serve_app.backend import Backend
 from serve_app.byte_caps import SNIFF_BYTES
 from serve_app.jobs.context import JobContext
 from serve_app.jobs.deadline import current_checkpoint, run_in_worker
+from serve_app.jobs.progress import JSON_TYPE, PROGRESS_NAME, work_prefix
 from serve_app.jobs.results import JobResult, build_meta, engine_summary
 from serve_app.registry import JOB_ENTRIES, job_entry
 from storage.base import ObjectInfo, ObjectStore
 from storage.errors import ObjectNotFound, ObjectTooLarge
-from storage.keys import safe_join
 
 VIDEO_MEDIA_TYPE = "video/mp4"
 VIDEO_SUFFIXES = (".mp4", ".mov", ".m4v", ".mkv", ".webm")
-WORK_FOLDER = "_work"
-PROGRESS_NAME = "progress.json"
-JSON_TYPE = "application/json"
 
 
 @dataclass(frozen=True)
@@ -106,20 +103,6 @@ async def run_video(
         timings_ms=report.timings_ms,
     ).model_copy(update={"video": report.to_json()})
     return JobResult(body=video.result, media_type=VIDEO_MEDIA_TYPE, meta=meta)
-
-
-def work_prefix(key: str) -> str:
-    """Where the chunks of the video at ``key`` are kept in its route's output store."""
-    return safe_join(WORK_FOLDER, key) + "/"
-
-
-def read_progress(store: ObjectStore, key: str) -> float | None:
-    """The fraction of frames done of the video at ``key`` while it runs; None when no chunk is finished. Blocking."""
-    try:
-        stored = store.get(work_prefix(key) + PROGRESS_NAME, max_bytes=4096)
-    except ObjectNotFound:
-        return None
-    return float(json.loads(stored.data)["progress"])
 
 
 def read_object(store: ObjectStore, key: str, folder: Path, context: JobContext) -> tuple[bytes | Path, ObjectInfo]:

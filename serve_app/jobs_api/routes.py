@@ -10,18 +10,19 @@ from typing import Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from deployments.common.errors import ServiceError
+from deployments.common.errors import RenderNeedsJob, ServiceError
 from serve_app.app_state import settings_of
 from serve_app.auth import caller_id, current_key
 from serve_app.jobs import job_context, parse_job_params, require_job
 from serve_app.jobs.results import result_headers
 from serve_app.jobs.video import check_media
 from serve_app.jobs_api.download import ObjectResponse, base64_json_response
-from serve_app.jobs_api.service import JobNotReady, JobsService
+from serve_app.jobs_api.service import JobNotReady, JobsService, Submission
 from serve_app.jobs_api.submission import read_submission
 from serve_app.runner.callbacks import CallbackRefused, resolve_target
 from serve_app.runner.jobs_records import JobAccepted, JobListOut, job_json
 from serve_app.schemas import ErrorOut
+from serve_app.upload_spool import SpooledBody
 
 router = APIRouter(tags=["asynchronous jobs"])
 _ERRORS = {status: {"model": ErrorOut} for status in (401, 403, 404, 409, 410, 413, 422, 429, 503)}
@@ -63,6 +64,24 @@ async def submit_job(request: Request) -> JSONResponse:
     return JSONResponse(
         accepted.model_dump(), status_code=202 if created else 200, headers={"Location": out.status_url}
     )
+
+
+async def accept_as_job(
+    request: Request, task: str, data: bytes, fields: dict, refusal: RenderNeedsJob
+) -> JSONResponse:
+    """A synchronous request over the route's rendering budget (``refusal``, from ``render_over_budget``), taken as
+    the job ``POST /v1/jobs`` would make of it: 202 with its status URL and ``Location``; the refusal itself where
+    the jobs API does not run."""
+    service = getattr(request.app.state, "jobs", None)
+    if service is None:
+        raise refusal
+    require_job(task)
+    view, _ = await service.submit(caller_id(), Submission(task, SpooledBody.of(data), dict(fields)))
+    out = view.to_out()
+    accepted = JobAccepted(id=out.id, status=out.status, status_url=out.status_url, result_url=out.result_url)
+    why = {name: refusal.details[name] for name in ("planned_mp_steps", "sync_mp_steps")}
+    body = {**accepted.model_dump(), "accepted_as_job": why}
+    return JSONResponse(body, status_code=202, headers={"Location": out.status_url})
 
 
 @router.get("/v1/jobs", response_model=JobListOut, responses=_ERRORS)

@@ -14,8 +14,9 @@ from deployments.idphoto.texts import pick_lang
 from serve_app.app_state import backend_of as _backend
 from serve_app.app_state import settings_of as _settings
 from serve_app.deadlines import within_request_timeout
-from serve_app.jobs import job_context, parse_job_params, run_job
+from serve_app.jobs import job_context, parse_job_params, render_over_budget, run_job
 from serve_app.jobs.faces import find_faces
+from serve_app.jobs_api.routes import accept_as_job
 from serve_app.registry import JOB_ENTRIES, job_entry
 from serve_app.schemas import ErrorOut, FacesOut
 from serve_app.uploads import read_upload
@@ -30,7 +31,10 @@ async def _run_job(request: Request, task: str, forced: dict | None = None) -> R
     settings = _settings(request)
     upload = await read_upload(request, settings)
     context = job_context(settings)
-    params = parse_job_params(task, _with_language(request, task, {**upload.fields, **(forced or {})}), context)
+    fields = _with_language(request, task, {**upload.fields, **(forced or {})})
+    params = parse_job_params(task, fields, context)
+    if refusal := render_over_budget(task, params, context, settings.sync_render_mp_steps):  # a render of minutes
+        return await accept_as_job(request, task, upload.data, fields, refusal)
     result = await within_request_timeout(run_job(_backend(request), task, upload.data, params, context), settings)
     if params.return_ == "json":
         return JSONResponse(result.to_json(), headers=result.headers())

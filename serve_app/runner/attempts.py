@@ -21,6 +21,7 @@ from deployments.common.errors import InputError, InternalError, PortraitError
 from deployments.common.params import JobParams
 from serve_app.jobs import JobContext
 from serve_app.jobs.deadline import within_deadline
+from serve_app.jobs.progress import StoredProgress, reporting_to
 from serve_app.jobs.results import JobResult
 from serve_app.jobs.video import StoreChunkStore, VideoInput, read_object, video_deadline_factor
 from serve_app.runner.leases import RUNNER_HOLDER, Leases
@@ -211,12 +212,17 @@ class ObjectAttempts:
                 )
                 payload = VideoInput(payload, chunks, result=Path(folder) / "result.mp4")
                 timeout_s *= await asyncio.to_thread(video_deadline_factor, payload.path, self._context)
+            progress = StoredProgress(output_store, names.key)  # what GET /v1/jobs/{id} shows while it runs
             try:
-                result = await within_deadline(self._execute(route.task, payload, params), timeout_s, wait_stopped=True)
+                with reporting_to(progress):
+                    work = self._execute(route.task, payload, params)
+                    result = await within_deadline(work, timeout_s, wait_stopped=True)
             except InputError:
                 if chunks is not None:  # a video refused mid-way (a frame over a limit, a damaged track): no resume
                     await asyncio.to_thread(chunks.clear)
                 raise
+            finally:
+                await progress.close()
             record = self._result_record(route, names.key, seen.source, params, result, attempt)
             await asyncio.to_thread(write_result, output_store, names, result, record)
             if chunks is not None:

@@ -55,6 +55,8 @@ class JobState(BaseModel):
 
     status: JobStatus = "queued"
     progress: float = Field(0.0, ge=0.0, le=1.0)
+    # what the running job counted: a video's ``chunks``, a render's ``steps_done`` of ``steps``
+    progress_detail: dict[str, int] | None = None
     updated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     callback: CallbackState = Field(default_factory=CallbackState)
 
@@ -71,6 +73,7 @@ class JobOut(BaseModel):
     task: str
     status: JobStatus
     progress: float
+    progress_detail: dict[str, int] | None = None
     created_at: datetime
     updated_at: datetime
     expires_at: datetime
@@ -130,6 +133,7 @@ class JobView:
             task=self.record.task,
             status=status,
             progress=1.0 if status in ("succeeded", "failed") else self.state.progress,
+            progress_detail=self.state.progress_detail if status == "running" else None,
             created_at=self.record.created_at,
             updated_at=max(updated),
             expires_at=self.record.expires_at,

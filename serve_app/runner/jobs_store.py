@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from deployments.common.errors import InternalError, InvalidParameter
+from serve_app.jobs.progress import read_progress, work_prefix
 from serve_app.jobs.results import COMPANIONS, companions_json
-from serve_app.jobs.video import read_progress, work_prefix
 from serve_app.runner.jobs_config import within
 from serve_app.runner.jobs_layout import JobRef, idempotency_key, is_job_id
 from serve_app.runner.jobs_records import IdempotencyClaim, JobRecord, JobState, JobView
@@ -162,8 +162,8 @@ class JobStore:
         result = next((found for found in records if isinstance(found, ResultRecord)), None)
         error = next((found for found in records if isinstance(found, ErrorRecord)), None)
         if state.status == "queued" and not records and self._claimed(ref, record.task):
-            progress = read_progress(self._outputs[record.task], ref.key)  # a video: frames done / frames
-            state = state.model_copy(update={"status": "running", "progress": progress or 0.0})
+            fraction, detail = read_progress(self._outputs[record.task], ref.key) or (0.0, None)
+            state = state.model_copy(update={"status": "running", "progress": fraction, "progress_detail": detail})
         return JobView(record=record, state=state, result=result, error=error)
 
     def _claimed(self, ref: JobRef, task: str) -> bool:

@@ -24,11 +24,12 @@ def test_four_candidates_of_one_request_are_one_pipeline_call(serve_url, astrona
 
 def test_two_lora_sets_are_multiplexed_and_each_loaded_once(serve_url, serve_model_store):
     """Requests with LoRAs reach the Renderer by their set (Serve's multiplexed model id): alternating two sets
-    loads each once, and a set draws the same image every time."""
+    loads each once, and a set draws the same image every time; each render streams its steps before its image."""
     import asyncio
 
     from ray import serve
 
+    from deployments.common.batching import Progress
     from deployments.common.weights import load_manifest
     from deployments.render.types import RENDER, RENDERER, RenderRequest
     from serve_app.handles import handle_backend
@@ -41,10 +42,13 @@ def test_two_lora_sets_are_multiplexed_and_each_loaded_once(serve_url, serve_mod
         for name in (LORA, LORA, LORA_B, LORA, LORA_B, LORA_B)
     ]
 
+    heard: list[Progress] = []
+
     async def render_in_turn() -> list[np.ndarray]:
-        return [(await backend.call(RENDER, look)).image for look in looks]
+        return [(await backend.call(RENDER, look, on_progress=heard.append)).image for look in looks]
 
     images = asyncio.run(render_in_turn())
+    assert heard == [Progress(1, 1)] * len(looks)  # each render's one step, streamed before its image
     health = handle.health.remote().result()
     assert health["lora_set_loads"] == 2
     assert sorted(health["lora_sets"]) == sorted({look.lora_set for look in looks})

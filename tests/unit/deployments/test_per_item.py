@@ -198,7 +198,8 @@ def test_an_out_of_memory_fails_only_the_item_that_caused_it(stage, via, cases, 
 
 def test_every_batched_method_answers_per_item():
     """A deployment added later (the Colorizer...) follows the same pattern: each ``@serve.batch`` method of every
-    ``deployment.py`` returns ``ModelReplica.run_batch``'s outcomes (``run_per_item``), so its items fail alone."""
+    ``deployment.py`` returns ``ModelReplica.run_batch``'s outcomes (``run_per_item``), or for a streamed method
+    (``<name>_batch``) ``stream_batch``'s, so its items fail alone."""
     methods = {}
     for path in sorted((REPO_ROOT / "deployments").glob("*/deployment.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -206,7 +207,9 @@ def test_every_batched_method_answers_per_item():
                 "serve.batch" in ast.unparse(decorator) for decorator in node.decorator_list
             )
             if batched:
-                methods[f"{path.parent.name}.{node.name}"] = f"self.run_batch({node.name!r}" in ast.unparse(node)
+                body, streamed = ast.unparse(node), node.name.removesuffix("_batch")
+                ran = f"self.run_batch({node.name!r}" in body or f"self.stream_batch({streamed!r}" in body
+                methods[f"{path.parent.name}.{node.name}"] = ran
     expected = {"faces.analyze_batch", "idphoto.segment_batch", "restore.restore", "restore.upscale", "cartoon.stylize"}
-    assert expected | {"colorize.predict"} <= set(methods)
+    assert expected | {"colorize.predict", "render.render_batch"} <= set(methods)
     assert all(methods.values()), methods

@@ -117,8 +117,8 @@ class AnotherPerson(Backend):
         super().__init__(backend.transport, backend.context)
         self._real = backend
 
-    async def call(self, call, *args):
-        restored = await self._real.call(call, *args)
+    async def call(self, call, *args, **options):
+        restored = await self._real.call(call, *args, **options)
         if call.method == RESTORE_FACE.method and call.batched:
             return RestoredFace(np.full_like(restored.crop, 128), restored.engine)
         return restored

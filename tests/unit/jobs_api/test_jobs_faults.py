@@ -13,6 +13,7 @@ import pytest
 
 from deployments.common.errors import InvalidParameter
 from serve_app.jobs import JOBS
+from serve_app.jobs.progress import report_progress
 from serve_app.runner.callbacks import SIGNATURE_HEADER, verify
 from serve_app.runner.jobs_config import JobsConfig, require_shared_store
 from serve_app.runner.jobs_runner import JobsRunner, job_routes
@@ -70,6 +71,36 @@ def test_a_job_the_runner_has_claimed_is_running(held_app, photo_jpeg):
     assert (running["status"], running["progress"]) == ("running", 0.0)
     app.client.portal.call(holding.release.set)
     assert app.wait(job_id)["status"] == "succeeded"
+
+
+class CountingThenHolding(Holding):
+    """A job that has counted a quarter of its steps, then waits until released."""
+
+    async def __call__(self, task, data, params):
+        report_progress(0.25, {"steps_done": 5, "steps": 20})
+        return await super().__call__(task, data, params)
+
+
+def test_a_running_job_shows_what_it_counted_and_leaves_no_progress_behind(
+    tmp_path, local_backend, job_ctx, photo_jpeg
+):
+    app = make_jobs_app(tmp_path, local_backend, job_ctx)
+    holding = CountingThenHolding(job_executor(local_backend, job_ctx))
+    table = build_routing_table(job_routes(app.runner.config, app.store, JOBS), job_ctx)
+    app.runner.attach(BucketWorker(table, holding, job_ctx, on_outcome=app.runner.observe))
+    with app.client:
+        job_id = app.client.post("/v1/jobs", files=files_of(photo_jpeg), data={"task": "cartoon"}).json()["id"]
+        for _ in range(200):  # until the job has reported (the first write goes out at once)
+            if app.client.get(f"/v1/jobs/{job_id}").json()["progress"] > 0:
+                break
+            app.client.portal.call(asyncio.sleep, 0.05)
+        running = app.client.get(f"/v1/jobs/{job_id}").json()
+        assert (running["status"], running["progress"]) == ("running", 0.25)
+        assert running["progress_detail"] == {"steps_done": 5, "steps": 20}
+        app.client.portal.call(holding.release.set)
+        done = app.wait(job_id)
+        assert (done["status"], done["progress"], done["progress_detail"]) == ("succeeded", 1.0, None)
+        assert not [info.key for info in app.store.root.list("out/") if "/_work/" in f"/{info.key}"]
 
 
 def test_cancelling_a_waiting_job_deletes_its_input_and_says_cancelled(held_app, photo_jpeg):

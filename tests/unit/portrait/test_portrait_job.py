@@ -175,3 +175,23 @@ def test_the_hires_fix_answers_one_and_a_half_times_the_render(client, selfie):
     assert image_of(answer).shape == (SIZE * 3 // 2, SIZE * 3 // 2, 3)
     report = answer.json()["meta"]["report"]["portrait"]
     assert report["hires"] is True and {"hires_load", "hires_render"} <= set(report["render_ms"])
+
+
+def test_a_portrait_job_reports_the_steps_of_every_render_it_planned(backend, selfie):
+    from serve_app.jobs import parse_job_params, run_job
+    from serve_app.jobs.context import job_context
+    from serve_app.jobs.progress import reporting_to
+
+    heard: list[tuple[float, dict[str, int]]] = []
+    context = job_context(Settings())
+    params = parse_job_params("portrait", {**FAST, "steps": 3, "count": 2, "hires": "true", "seed": 1}, context)
+
+    async def run() -> None:
+        with reporting_to(lambda fraction, detail: heard.append((fraction, detail))):
+            await run_job(backend, "portrait", encode_image(selfie, "png"), params, context)
+
+    asyncio.run(run())
+    # two candidates of 3 steps and their Hires. fix redraws (3 steps × 0.4 strength: 1 each), planned up front
+    assert {detail["steps"] for _, detail in heard} == {8}
+    assert [detail["steps_done"] for _, detail in heard] == sorted(detail["steps_done"] for _, detail in heard)
+    assert heard[-1] == (1.0, {"steps_done": 8, "steps": 8})

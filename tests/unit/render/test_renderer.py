@@ -4,14 +4,16 @@ the store with ``local_files_only``, rendered on the CPU at 32-48 px in 2 steps.
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 import pytest
 
 pytest.importorskip("diffusers")
 
+from deployments.common.batching import Progress  # noqa: E402
 from deployments.common.download import pull  # noqa: E402
-from deployments.common.errors import InvalidParameter, ModelUnavailable  # noqa: E402
+from deployments.common.errors import InvalidParameter, ModelUnavailable, RequestTimeout  # noqa: E402
 from deployments.common.weights import ModelState, ModelStore, load_manifest  # noqa: E402
 from deployments.render import predictor as predictor_module  # noqa: E402
 from deployments.render.predictor import RendererOptions, RendererPredictor  # noqa: E402
@@ -213,6 +215,33 @@ def test_beyond_its_bound_a_replica_drops_the_least_recently_used_set(store, mon
     assert predictor.health()["lora_sets"] == [first.lora_set, third.lora_set]
     assert predictor.health()["lora_set_loads"] == 3
     np.testing.assert_array_equal(predictor.render([request()])[0].image, plain)  # held sets stay off elsewhere
+
+
+def test_each_request_hears_every_step_of_its_own_pipeline_call(renderer):
+    txt, img = request(steps=3), request(kind="img2img", image=pose(5), strength=0.5, steps=4)
+    heard: list[tuple[RenderRequest, Progress]] = []
+    renderer.render([txt, img], on_progress=lambda item, progress: heard.append((item, progress)))
+    assert [progress for item, progress in heard if item is txt] == [Progress(1, 3), Progress(2, 3), Progress(3, 3)]
+    assert [progress for item, progress in heard if item is img] == [Progress(1, 2), Progress(2, 2)]  # 4 × 0.5
+    assert (txt.steps_to_run, img.steps_to_run) == (3, 2)
+
+
+def test_an_edit_hears_its_steps_too(store):
+    predictor = RendererPredictor(store, RendererOptions(device="cpu"))
+    edit = request(kind="instruct", model=INSTRUCT, image=pose(6), steps=2)
+    heard: list[Progress] = []
+    predictor.render([edit], on_progress=lambda item, progress: heard.append(progress))
+    assert heard == [Progress(1, 2), Progress(2, 2)]
+
+
+def test_a_render_nobody_waits_for_stops_between_steps(renderer):
+    late = request(deadline_unix_s=time.time() - 1)
+    with pytest.raises(RequestTimeout):
+        renderer.render([late])
+    in_time = request(deadline_unix_s=time.time() + 600)
+    heard: list[Progress] = []
+    renderer.render([in_time, late], on_progress=lambda item, progress: heard.append(progress))
+    assert heard[-1] == Progress(2, 2)  # one of the group still waits: it runs to the end
 
 
 def test_adapter_faces_are_per_item_and_scale_zero_equals_no_adapter(store, renderer):

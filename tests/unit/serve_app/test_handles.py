@@ -11,8 +11,8 @@ from ray.serve.exceptions import BackPressureError
 
 from deployments.cartoon.types import STYLIZE_BACKGROUND, STYLIZE_HEAD, ImageToStylize
 from deployments.colorize.types import COLORIZE, PhotoToColorize
-from deployments.common.batching import ItemFailure
-from deployments.common.errors import InvalidParameter, Overloaded
+from deployments.common.batching import ItemFailure, Progress
+from deployments.common.errors import InternalError, InvalidParameter, Overloaded
 from deployments.common.stage import StageContext
 from deployments.common.weights import load_manifest
 from deployments.faces.types import ANALYZE_FACES
@@ -121,26 +121,56 @@ def test_a_call_to_a_stage_not_deployed_is_the_callers_mistake():
 
 
 class _RoutedRenderer:
-    """A Renderer handle that records the multiplexed model id each call was routed by."""
+    """A Renderer handle that records the multiplexed model id each call was routed by; its stream answers two steps
+    and then the item."""
 
-    def __init__(self, routed: list[str], model_id: str = "") -> None:
-        self._routed, self._model_id = routed, model_id
+    def __init__(self, routed: list[str], model_id: str = "", stream: bool = False) -> None:
+        self._routed, self._model_id, self._stream = routed, model_id, stream
 
-    def options(self, *, multiplexed_model_id: str) -> _RoutedRenderer:
-        return _RoutedRenderer(self._routed, multiplexed_model_id)
+    def options(self, *, multiplexed_model_id: str | None = None, stream: bool = False) -> _RoutedRenderer:
+        model_id = self._model_id if multiplexed_model_id is None else multiplexed_model_id
+        return _RoutedRenderer(self._routed, model_id, self._stream or stream)
 
     @property
-    def render(self) -> _Echo:
+    def render(self) -> _RoutedRenderer:
         self._routed.append(self._model_id)
-        return _Echo()
+        return self
+
+    async def remote(self, item):
+        assert self._stream  # a render is always streamed
+        for done in (1, 2):
+            yield Progress(done, 2)
+        yield item
 
 
-def test_a_render_with_loras_is_routed_by_its_lora_set_and_one_without_is_not():
+def test_a_render_is_routed_by_its_lora_set_and_streams_its_steps_before_its_image():
     from deployments.render.types import RENDER, RENDERER, RenderRequest
 
     routed: list[str] = []
     backend = handle_backend({RENDERER: _RoutedRenderer(routed)}, load_manifest(REPO_ROOT / "configs" / "models.yaml"))
-    styled = RenderRequest("a portrait", loras=(("look-b", 0.5), ("look-a", 1.0)))
-    for item in (styled, RenderRequest("a portrait")):
-        asyncio.run(backend.call(RENDER, item))
+    styled, plain = RenderRequest("a portrait", loras=(("look-b", 0.5), ("look-a", 1.0))), RenderRequest("a portrait")
+    steps: list[Progress] = []
+    answers = [asyncio.run(backend.call(RENDER, item, on_progress=steps.append)) for item in (styled, plain)]
+    assert answers == [styled, plain]
     assert routed == ["sdxl-base-1.0:look-a,look-b", ""]
+    assert steps == [Progress(1, 2), Progress(2, 2)] * 2
+
+
+class _EndsEarly:
+    def options(self, **_):
+        return self
+
+    @property
+    def render(self):
+        return self
+
+    async def remote(self, item):
+        yield Progress(1, 30)
+
+
+def test_a_stream_that_ends_without_its_outcome_is_our_bug():
+    from deployments.render.types import RENDER, RENDERER, RenderRequest
+
+    backend = handle_backend({RENDERER: _EndsEarly()}, load_manifest(REPO_ROOT / "configs" / "models.yaml"))
+    with pytest.raises(InternalError):
+        asyncio.run(backend.call(RENDER, RenderRequest("a portrait")))
