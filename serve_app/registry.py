@@ -206,7 +206,7 @@ JOB_ENTRIES: tuple[JobEntry, ...] = (
         result_media_types={"image/jpeg": "jpg", "image/png": "png"},
         prompt_hint="an ID/passport/visa photo to a standard size and background (证件照, 一寸, 蓝底)",
         example_words="证件照, 一寸, 蓝底, US passport",
-        deployments=("FaceAnalyzer", "PortraitMatter"),
+        deployments=("FaceAnalyzer", "PortraitMatter", "ComplianceGate", "Renderer", "IdentityJudge"),
     ),
     JobEntry(
         name="cartoon",

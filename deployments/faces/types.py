@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from deployments.common.affine import apply_affine
 from deployments.common.stage import StageCall
 
 
@@ -32,6 +33,25 @@ class Face:
     @property
     def eye_distance_px(self) -> float:
         return float(np.linalg.norm(self.landmarks[1] - self.landmarks[0]))
+
+    def moved(self, affine: np.ndarray) -> Face:
+        """The same face in another image's pixels (``affine``: 2x3, this image → that one): a crop, a canvas."""
+        corners = np.array([self.box[:2], (self.box[2], self.box[1]), self.box[2:], (self.box[0], self.box[3])], float)
+        mapped = apply_affine(affine, corners)
+        (x0, y0), (x1, y1) = mapped.min(axis=0), mapped.max(axis=0)
+        landmarks = apply_affine(affine, np.asarray(self.landmarks, float)).astype(np.float32)
+        (chin,) = apply_affine(affine, np.array([self.chin], float))
+        eyes = landmarks[1] - landmarks[0]
+        mesh = None if self.mesh is None else apply_affine(affine, np.asarray(self.mesh, float)).astype(np.float32)
+        return Face(
+            (float(x0), float(y0), float(x1), float(y1)),
+            self.score,
+            landmarks,
+            float(np.degrees(np.arctan2(eyes[1], eyes[0]))),
+            (float(chin[0]), float(chin[1])),
+            mesh,
+            self.mesh_score,
+        )
 
     def to_json(self) -> dict:
         return {

@@ -101,12 +101,13 @@ class AttireTemplate:
         return self.draw(self.colours[colour])
 
     def to_json(self) -> dict:
-        """``GET /v1/idphoto/attire``: the slug, its titles, its colours and the tiers that draw it."""
+        """``GET /v1/idphoto/attire``: the slug, its titles, its colours and the tiers that draw it (0: drawn, on a
+        CPU; 1: the drawing redrawn as cloth by the Renderer, ``attire_engine=generative``)."""
         return {
             "name": self.name,
             "title": {"zh": self.title_zh, "en": self.title_en},
             "colours": {name: "#%02x%02x%02x" % rgb for name, rgb in self.colours.items()},
-            "tiers": [0],
+            "tiers": [0, 1],
         }
 
 

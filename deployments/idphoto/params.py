@@ -114,6 +114,11 @@ class IdPhotoParams(JobParams):
         "and neck stay the person's own pixels",
     )
     attire_color: str | None = Field(default=None, description="one of the template's colours; default: its first")
+    attire_engine: Literal["template", "generative"] = Field(
+        default="template",
+        description="template: the drawn clothes (CPU, milliseconds); generative: the drawn clothes redrawn as real "
+        "cloth by the Renderer (GPU; `portrait models pull --group generative`), the face and hair untouched",
+    )
     # Touch-ups of the person only (HivisionIDPhotos' names and ranges; see deployments/idphoto/touchup.py).
     whitening_strength: float = Field(default=0.0, ge=0, le=30)
     brightness_strength: float = Field(default=0.0, ge=-50, le=50)
@@ -186,6 +191,8 @@ class IdPhotoParams(JobParams):
 
     @model_validator(mode="after")
     def _attire_colour(self) -> IdPhotoParams:
+        if self.attire_engine != "template" and self.attire == "none":
+            raise ValueError("attire_engine goes with an attire: name one (GET /v1/idphoto/attire)")
         if self.attire_color is None:
             return self
         if self.attire == "none":

@@ -107,14 +107,38 @@ def make_id_photo(
     in a batch earlier in that mode. ``background_image`` (HxWx3 uint8 RGB; else the ``params.background_image``
     backdrop), when given, replaces the background colour: it is scaled to cover the photo and centre-cropped.
     """
+    subject = prepare_subject(rgb, faces, matte_source, params, specs)
+    return frame_id_photo(subject, params, specs, background_image)
+
+
+@dataclass(frozen=True, eq=False)
+class Subject:
+    """The photo ready to frame: the people used (largest first) and how many faces were found, their matte, the
+    photo in their new clothes when asked (``attire``: where they went), and the time spent so far."""
+
+    rgb: np.ndarray
+    low: LowResMatte
+    people: Sequence[Face]
+    face_count: int
+    attire: Attired | None
+    timings: Timings
+
+
+def prepare_subject(
+    rgb: np.ndarray,
+    faces: Sequence[Face],
+    matte_source: MatteSource | LowResMatte,
+    params: IdPhotoParams,
+    specs: Mapping[str, IdSpec] | None = None,
+) -> Subject:
+    """The people, their matte and the template attire (tier 0): everything before the framing, which a job may
+    carry on from (generated clothes redraw ``Subject.rgb`` before :func:`frame_id_photo`)."""
     require_image(rgb)
     if not faces:
         raise NoFaceFound("no face found: an ID photo needs one face looking at the camera", details={"face_count": 0})
     timings = Timings()
     spec = params.resolve_spec(specs)
-    colour = params.background_colour(spec)
     people = sorted(faces, key=lambda f: (f.box[2] - f.box[0]) * (f.box[3] - f.box[1]), reverse=True)[: spec.faces]
-    size_wh = (spec.width_px, spec.height_px)
 
     with timings.phase("segment_ms"):
         low = matte_source if isinstance(matte_source, LowResMatte) else matte_source.segment(rgb, params.matting)
@@ -128,6 +152,20 @@ def make_id_photo(
     if params.attire != "none":  # before the framing: the shoulders need the uncropped person
         with timings.phase("attire_ms"):
             rgb, low, attire = _dressed(rgb, low, people, params)
+    return Subject(rgb, low, people, len(faces), attire, timings)
+
+
+def frame_id_photo(
+    subject: Subject,
+    params: IdPhotoParams,
+    specs: Mapping[str, IdSpec] | None = None,
+    background_image: np.ndarray | None = None,
+) -> IdPhotoOutcome:
+    """Frame, composite, encode, lay out and judge the prepared ``subject`` (:func:`make_id_photo`'s second half)."""
+    rgb, low, people, timings = subject.rgb, subject.low, subject.people, subject.timings
+    spec = params.resolve_spec(specs)
+    colour = params.background_colour(spec)
+    size_wh = (spec.width_px, spec.height_px)
     with timings.phase("geometry_ms"):
         framing = plan_framing(group_face(people), low, spec, align=params.align)
         if params.horizontal_flip:
@@ -154,7 +192,7 @@ def make_id_photo(
     hd = make_hd_copy(rgb, low, framing, spec, params, colour, timings, background_image) if params.hd else None
     with timings.phase("report_ms"):
         # Judged before the watermark: a watermarked photo is a proof, and its marks are not the background.
-        found = Found(people, len(faces), photo.shoulders_cut, photo.skin_delta_e, attire)
+        found = Found(people, subject.face_count, photo.shoulders_cut, photo.skin_delta_e, subject.attire)
         report = judge_photo(photo.rgb, photo.alpha, photo.background, framing, found, spec, encoded, params, mark_note)
     timings.ms["total_ms"] = sum(timings.ms.values())
     logger.debug("%s photo %s in %.1f ms: %s", spec.slug, report.verdict, timings.ms["total_ms"], report.reasons)
@@ -182,7 +220,7 @@ def _dressed(
     resampled from here on, as the matte step's output is)."""
     template = default_attire_templates()[params.attire]
     height, width = rgb.shape[:2]
-    alpha = np.clip(np.rint(low.matte_at(IDENTITY_AFFINE, (width, height), rgb) * 255.0), 0, 255).astype(np.uint8)
+    alpha = matte_u8(low, (width, height), rgb)
     parse = parse_portrait(rgb, alpha, people)
     fits = []
     for person in people:
@@ -190,6 +228,11 @@ def _dressed(
         rgb, alpha = dressed.rgb, dressed.alpha
         fits.append(dressed.fit)
     return rgb, matte_of_cut_out(alpha), Attired(tuple(fits), parse)
+
+
+def matte_u8(low: LowResMatte, size_wh: tuple[int, int], rgb: np.ndarray) -> np.ndarray:
+    """The person's matte at the photo's own size, HxW uint8."""
+    return np.clip(np.rint(low.matte_at(IDENTITY_AFFINE, size_wh, rgb) * 255.0), 0, 255).astype(np.uint8)
 
 
 @dataclass(frozen=True, eq=False)

@@ -300,7 +300,7 @@ async def _judged(
         rgb = await run_in_worker(keep_face, done.image, photo, face, scaled) if params.keep_face else done.image
         kept.append((rgb, scaled))
     try:
-        after = await embed_faces(backend, [judged_face(rgb, _moved(face, scaled)) for rgb, scaled in kept])
+        after = await embed_faces(backend, [judged_face(rgb, face.moved(scaled.matrix)) for rgb, scaled in kept])
         (photo_face,) = await before
     except (ServiceError, InvalidParameter) as exc:  # InvalidParameter: no judge deployed in this app
         if params.min_identity is not None:
@@ -311,14 +311,6 @@ async def _judged(
         Candidate(rgb, done.seed, done, compare(photo_face, embedding))
         for (rgb, _), done, embedding in zip(kept, rendered, after)
     ]
-
-
-def _moved(face: Face, canvas: Canvas) -> Face:
-    """The photo's face where the canvas puts it in the render (the pose condition holds it there)."""
-    landmarks = canvas.map_points(np.asarray(face.landmarks, float))
-    (x0, y0), (x1, y1) = canvas.map_points(np.array([face.box[:2], face.box[2:]], float))
-    (chin,) = canvas.map_points(np.array([face.chin], float))
-    return Face((x0, y0, x1, y1), face.score, landmarks.astype(np.float32), face.roll_deg, tuple(chin))
 
 
 def _best(candidates: Sequence[Candidate]) -> Candidate:

@@ -17,7 +17,6 @@ from PIL import Image
 
 pytest.importorskip("diffusers")
 
-from deployments.common.download import pull  # noqa: E402
 from deployments.common.image import encode_image  # noqa: E402
 from deployments.common.weights import ModelStore, load_manifest  # noqa: E402
 from deployments.faces.types import ANALYZE_FACES  # noqa: E402
@@ -27,35 +26,15 @@ from serve_app.local_backend import in_process_backend  # noqa: E402
 from serve_app.routes import create_api  # noqa: E402
 from serve_app.settings import Settings  # noqa: E402
 from tests.conftest import REPO_ROOT  # noqa: E402
-from tests.unit.render.tiny_sdxl import SHIPPED_PARTS, as_shipped, build_mirror  # noqa: E402
 
 SIZE = 256  # the smallest render the job takes; the tiny parts draw it in well under a second a step
 FAST = {"width": SIZE, "height": SIZE, "steps": 2}
 PORTRAIT_MODELS = {"sdxl-base-1.0", "controlnet-openpose-sdxl", "controlnet-canny-sdxl", "ip-adapter-plus-face-sdxl"}
 
 
-def _linked_store(builtin_store, root, manifest) -> ModelStore:
-    """A store holding the built-ins (linked from the session's) and room for the generative parts."""
-    root.mkdir()
-    for child in builtin_store.iterdir():
-        (root / child.name).symlink_to(child)
-    return ModelStore(str(root), manifest)
-
-
 @pytest.fixture(scope="module")
-def mirror(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mirror")
-    build_mirror(root)
-    return root, load_manifest(as_shipped(root, REPO_ROOT / "configs" / "models.yaml"))
-
-
-@pytest.fixture(scope="module")
-def backend(mirror, builtin_store, tmp_path_factory):
-    root, manifest = mirror
-    store = _linked_store(builtin_store, tmp_path_factory.mktemp("stores") / "generative", manifest)
-    outcomes = pull(store, list(SHIPPED_PARTS), mirror=str(root))
-    assert [outcome.error for outcome in outcomes] == [None] * len(SHIPPED_PARTS)
-    return in_process_backend(store)
+def backend(generative_backend):
+    return generative_backend
 
 
 def _client(backend) -> TestClient:

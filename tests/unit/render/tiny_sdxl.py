@@ -296,6 +296,7 @@ def build_mirror(root: Path) -> Path:
             task="image_generation",
             architecture="sdxl",
             url="https://example.invalid/sdxl-tiny/resolve/main",
+            args={"side_px": 128},  # what a job renders at when the size is the model's (generated clothes)
             **common,
         ),
         INSTRUCT: folder_entry(
@@ -330,6 +331,16 @@ def build_mirror(root: Path) -> Path:
             **common,
         ),
         **{name: lora_entry(root, path, name) for name, path in ((LORA, lora), (LORA_B, lora_b))},
+        FLUX2: folder_entry(
+            root,
+            f"generative/{FLUX2}",
+            task="image_editing",
+            architecture="flux2-klein",
+            url="https://example.invalid/flux2-klein-tiny/resolve/main",
+            args={"side_px": 64},
+            engine="diffusers-flux2-klein",
+            group="generative",
+        ),
     }
     manifest = root / "models.yaml"
     manifest.write_text(yaml.safe_dump({"models": models}, sort_keys=False), encoding="utf-8")

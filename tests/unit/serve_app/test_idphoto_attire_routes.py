@@ -27,7 +27,9 @@ def test_the_templates_are_listed_with_titles_colours_and_tiers(client):
     templates = client.get("/v1/idphoto/attire").json()["attire"]
     names = [template["name"] for template in templates]
     assert names[:6] == ["suit-tie", "suit", "women-suit", "white-shirt", "blouse", "school-uniform"]
-    assert all(template["title"]["zh"] and template["colours"] and template["tiers"] == [0] for template in templates)
+    assert all(
+        template["title"]["zh"] and template["colours"] and template["tiers"] == [0, 1] for template in templates
+    )
 
 
 def test_a_suit_changes_the_clothes_and_keeps_the_face(client, photo_jpeg):
