@@ -331,16 +331,6 @@ def build_mirror(root: Path) -> Path:
             **common,
         ),
         **{name: lora_entry(root, path, name) for name, path in ((LORA, lora), (LORA_B, lora_b))},
-        FLUX2: folder_entry(
-            root,
-            f"generative/{FLUX2}",
-            task="image_editing",
-            architecture="flux2-klein",
-            url="https://example.invalid/flux2-klein-tiny/resolve/main",
-            args={"side_px": 64},
-            engine="diffusers-flux2-klein",
-            group="generative",
-        ),
     }
     manifest = root / "models.yaml"
     manifest.write_text(yaml.safe_dump({"models": models}, sort_keys=False), encoding="utf-8")
