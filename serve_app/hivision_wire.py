@@ -116,6 +116,9 @@ class IdPhotoForm(_Framed):
     contrast_strength: float = 0
     sharpen_strength: float = 0
     saturation_strength: float = 0
+    # ours, as HivisionIDPhotosPro offers clothes (its open server has no field for them): our /v1/idphoto's names
+    attire: str = "none"
+    attire_color: str | None = None
 
     @field_validator("human_matting_model")
     @classmethod
@@ -205,7 +208,8 @@ def _framing(form: IdPhotoForm | CropForm) -> dict[str, Any]:
 def idphoto_options(form: IdPhotoForm) -> dict[str, Any]:
     """``/idphoto`` -> the ``idphoto`` job: the whole photo matted and framed, with its sliders."""
     options = {"background": TRANSPARENT, "format": "png", "matting": MATTING, "align": form.face_align}
-    return {**_framing(form), **options, **form.touch_ups()}
+    attire = {"attire": form.attire, **({"attire_color": form.attire_color} if form.attire_color else {})}
+    return {**_framing(form), **options, **form.touch_ups(), **attire}
 
 
 def crop_options(form: CropForm) -> dict[str, Any]:

@@ -390,3 +390,19 @@ def test_a_refused_call_is_counted_with_its_error_code(counted, photo_jpeg):
     answer = counting_client.post("/add_background", files={"input_image": ("x.jpg", photo_jpeg, "image/jpeg")})
     assert answer.status_code == 422 and answer.json()["status"] is False
     assert backend.jobs == [("idphoto-background", "invalid_parameter")]
+
+
+def test_idphoto_dresses_the_person_in_formal_clothes_by_our_field_names(client, photo_jpeg, idphoto_answer):
+    answer = client.post(
+        "/idphoto",
+        files={"input_image": ("test0.jpg", photo_jpeg, "image/jpeg")},
+        data={"attire": "suit-tie", "attire_color": "navy", "hd": "false"},
+    )
+    assert answer.status_code == 200, answer.text
+    dressed = np.asarray(decoded(answer.json()["image_base64_standard"])).astype(int)
+    plain = np.asarray(decoded(idphoto_answer["image_base64_standard"])).astype(int)
+    height = plain.shape[0]
+    head = plain[: height // 3, :, 3] == 255  # the person's own head (its matte resampled once more: a level or two)
+    assert np.abs(dressed[: height // 3][head] - plain[: height // 3][head]).mean() < 2
+    assert np.abs(dressed[-height // 6 :, :, :3] - plain[-height // 6 :, :, :3]).mean() > 10  # new clothes below
+    assert "attire" not in answer.json().get("ignored_fields", [])
