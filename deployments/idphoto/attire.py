@@ -59,6 +59,8 @@ DRAPE_RANGE_E = (-1.2, 0.8)  # how far a column of the drawing may move up (-) o
 HAIR_EDGE_E = 0.04  # the soft edge (Gaussian sigma) of hair kept in front of the clothes
 _NECK_GRID_E = 0.05  # the neck's skin is read on a grid this fine
 _SKIN_BIN_E = 0.05  # the neck's colour is read in columns this wide
+_SKIN_FADE_E = 0.12  # an opening's skin fades in over this much below the neck line (no seam against the real neck)
+_SKIN_LIGHTEN_E, _SKIN_LIGHTEN_MAX = 0.5, 0.35  # down the opening, out of the chin's shadow: towards the lit skin
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 
 
@@ -359,14 +361,15 @@ def wear_attire(
     if parse is not None:
         shown *= 1.0 - _soft(parse.hair[top:bottom, left:right], HAIR_EDGE_E * placement.eye_distance_px)
     clothes_a = clothes[..., 3] * shown
-    skin_a = skin[..., 0] * shown * (1.0 - clothes_a)
+    fade = np.clip((v_e + placement.drop_e - placement.neck_line_e) / _SKIN_FADE_E, 0.0, 1.0)
+    skin_a = skin[..., 0] * shown * fade * (1.0 - clothes_a)
     skin_rgb = _skin_colour(rgb, alpha, box, u_e, v_e, placement, face)
     cover = clothes_a + skin_a
     changed = cover > 0.0
     person = rgb[top:bottom, left:right].astype(np.float32)
     paint = (
         clothes[..., :3] * shown[..., None]
-        + skin_rgb * (skin[..., 1] * shown * (1.0 - clothes_a))[..., None]
+        + skin_rgb * (skin[..., 1] * shown * fade * (1.0 - clothes_a))[..., None]
         + person * (1.0 - cover)[..., None]
     )
     out_rgb = rgb.copy()
@@ -520,8 +523,9 @@ def _skin_colour(
     face: Face,
 ) -> np.ndarray:
     """The person's own skin for an open neckline (float32, one RGB per pixel of ``box``): the neck just above the
-    collar, averaged down each column of the face frame and continued downwards, so the opening carries on the
-    neck's shading; where hair or a scarf hides the neck, the skin between the mouth and the chin."""
+    collar, averaged down each column of the face frame (smoothed across columns: no streaks) and continued
+    downwards, lightening towards the lit skin between the mouth and the chin (the chest is out of the chin's
+    shadow); where hair or a scarf hides the neck, that lit skin alone."""
     top, bottom, left, right = box
     pixels = rgb[top:bottom, left:right]
     solid = alpha[top:bottom, left:right] >= (0.9 * 255 if alpha.dtype == np.uint8 else 0.9)
@@ -531,18 +535,21 @@ def _skin_colour(
     patch = chin_patch(rgb, face)
     if patch.size and neck.any():
         neck[neck] = skin_like(ycrcb(pixels[neck]), skin_reference(patch))
+    lit = np.median(patch.reshape(-1, 3), axis=0) if patch.size else np.full(3, 200.0)
     if np.count_nonzero(neck) < 8:
-        flat = np.median(patch.reshape(-1, 3), axis=0) if patch.size else np.full(3, 200.0)
-        return np.broadcast_to(flat.astype(np.float32), pixels.shape)
+        return np.broadcast_to(lit.astype(np.float32), pixels.shape)
     index = bins[neck] + half_bins
-    counts = np.bincount(index, minlength=2 * half_bins)
-    found = np.flatnonzero(counts)
+    across = np.array([1.0, 2.0, 3.0, 2.0, 1.0])  # each column's mean shares its neighbours': no vertical streaks
+    counts = np.convolve(np.bincount(index, minlength=2 * half_bins).astype(np.float64), across, mode="same")
+    found = np.flatnonzero(counts > 0)
     centres = (found - half_bins + 0.5) * _SKIN_BIN_E
+    down = np.clip((v_e + placement.drop_e - placement.neck_line_e) / _SKIN_LIGHTEN_E, 0.0, 1.0)[..., None]
     columns = np.empty(u_e.shape + (3,), np.float32)
     for channel in range(3):
-        means = np.bincount(index, pixels[..., channel][neck].astype(np.float64), minlength=2 * half_bins)[found]
-        columns[..., channel] = np.interp(u_e, centres, means / counts[found])
-    return columns
+        sums = np.bincount(index, pixels[..., channel][neck].astype(np.float64), minlength=2 * half_bins)
+        means = np.convolve(sums, across, mode="same")[found] / counts[found]
+        columns[..., channel] = np.interp(u_e, centres, means)
+    return columns + (lit.astype(np.float32) - columns) * (_SKIN_LIGHTEN_MAX * down)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -722,7 +729,7 @@ def _draw_shirt(sketch: _Sketch, colour: RGB, *, neck_depth_e: float, shoulders:
 def _shade_band(sketch: _Sketch) -> None:
     """The buttoned collar's band between the wings (drawn over it next) in their shadow, so the wings read."""
     band = sketch.soft(sketch.mask(_neck_hole(0.5, N - 0.1)), 0.06) * sketch.alpha
-    sketch.shadow(band * np.clip(1.0 - (sketch.y - TIE_BAND_E) / 0.5, 0.0, 1.0), 0.2)
+    sketch.shadow(band * np.clip(1.0 - (sketch.y - TIE_BAND_E) / 0.5, 0.0, 1.0), 0.12)
 
 
 def _draw_placket(sketch: _Sketch, from_e: float, to_e: float) -> None:
