@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export RAY_USAGE_STATS_ENABLED ?= 0
 
-.PHONY: install models run test test-fast bench clean
+.PHONY: install models run test test-fast bench gpu-wheels clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,13 @@ test: models
 
 test-fast: models
 	$(PY) -m pytest -q -m "not slow"
+
+# The renderer's packages the GPU image lacks, as wheels for its Python 3.12 (bench/gpu_check.sh installs .whl/).
+GPU_WHEELS := diffusers==0.42.1 pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 \
+	typing-inspection==0.4.5 importlib-metadata==10.2.0 lazy-importer==0.1.0
+gpu-wheels:
+	python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info test-output

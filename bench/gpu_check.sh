@@ -8,12 +8,17 @@
 # gpu_report.json (rewritten after every table), gpu_check.log, nvidia-smi.csv.
 # Last, and cut first when the budget runs short: the SDXL renderer (bench/gpu/renderer.py, RendererPredictor: cold
 # start, s/image p50/p95 at 1024² 30 and 8 steps, images/s and peak memory at batch 1-8 without, with one and with
-# two ControlNets, torch.compile of the UNet). It needs diffusers and pydantic, which the GPU image lacks (carry them
-# as wheels, docs/BENCHMARKS.md; without them it reports that it did not run), and runs on random weights of the real
-# SDXL architecture unless models/ holds the generative entries (~12 GB: over the 64 MiB carry). With the whole budget:
+# two ControlNets, torch.compile of the UNet). It needs diffusers and pydantic, which the GPU image lacks: `make
+# gpu-wheels` puts them in .whl/ (9 MB, for the image's Python 3.12), carry ".whl" too and they are installed below
+# (without them the section reports that it did not run). It runs on random weights of the real SDXL architecture
+# unless models/ holds the generative entries (~12 GB: over the 64 MiB carry). With the whole budget:
 # `timeout 500 python3 bench/gpu_check.py --out "$OUT" --only renderer`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "${OUT:-test-output}/nvidia-smi.csv"
 timeout 500 python3 bench/gpu_check.py --out "${OUT:-test-output}" 2>&1 | tee "${OUT:-test-output}/gpu_check.log"
