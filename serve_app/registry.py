@@ -272,7 +272,6 @@ JOB_ENTRIES: tuple[JobEntry, ...] = (
         "studio (写真, AI写真, 形象照, 商务照, 毕业照, 汉服写真)",
         example_words="AI写真, 商务形象照, generated portrait",
         deployments=("ComplianceGate", "FaceAnalyzer", "PortraitMatter", "Renderer", "IdentityJudge"),
-        on_page=False,  # a render takes minutes on a CPU: the page offers it with the async jobs (#34)
     ),
     JobEntry(
         name="identity",

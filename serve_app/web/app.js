@@ -17,6 +17,7 @@ function render() {
   renderStyles();
   renderAttire();
   renderLooks();
+  renderPortraitStyles();
   renderHealth();
   renderInstruction();
   renderFormStatus();
@@ -52,7 +53,7 @@ function init() {
     renderJobTitles();
     syncOptions();
   });
-  state.ready = Promise.all([loadSpecs(), loadStyles(), loadAttire(), loadLooks(), tasks]);
+  state.ready = Promise.all([loadSpecs(), loadStyles(), loadAttire(), loadLooks(), loadPortraitStyles(), tasks]);
 }
 
 init();

@@ -2,8 +2,10 @@
 // reading the service's answers and their errors, small DOM helpers. Classic scripts loaded in order by index.html; app.js (last) starts the page.
 "use strict";
 
+// Each job's own route (a generated portrait is sent to POST /v1/jobs instead: portrait.js).
 const ROUTES = {
-  restore: "/v1/restore", idphoto: "/v1/idphoto", cartoon: "/v1/cartoon", colorize: "/v1/colorize", edit: "/v1/edit"
+  restore: "/v1/restore", idphoto: "/v1/idphoto", cartoon: "/v1/cartoon", colorize: "/v1/colorize", edit: "/v1/edit",
+  portrait: "/v1/portrait"
 };
 
 const state = {
@@ -17,13 +19,14 @@ const state = {
   stylesError: null,
   attire: [], // the ID photo's attire templates (GET /v1/idphoto/attire): {name, title, colours, tiers}
   looks: [], // the edit job's film looks (GET /v1/edit/looks): {name, title, engine}
+  portraitStyles: [], // the portrait styles (GET /v1/portrait/styles): {name, title, size, steps...}
   health: null, // {body} from /healthz (whatever its status code), or {error}
   instruction: null, // the last answer of the instruction box: {ok, task, filled, notes, interpreter} or {ok: false, error}
   instructionBusy: false,
   formStatus: null, // {key, job, vars}
   tasks: new Map(), // the jobs the service runs (GET /v1/tasks), by name: {route, title, frames, step_of, models}
   videoJobs: [], // the jobs that take a video (GET /v1/tasks: frames)
-  ready: Promise.resolve(), // the standards, styles, attire, looks and jobs (models, videos), loaded (or failed)
+  ready: Promise.resolve(), // the standards, styles, attire, looks, portrait styles and jobs, loaded (or failed)
 };
 
 const byId = (id) => document.getElementById(id);

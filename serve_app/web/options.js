@@ -1,6 +1,6 @@
 // The options of each job: one control per option of the job's params model (index.html), the ID-photo standards,
-// cartoon styles, film looks and models loaded from the service, the fields a run sends, and filling the form from an
-// instruction or an example prompt.
+// cartoon styles, film looks, portrait styles and models loaded from the service, the fields a run sends, and filling
+// the form from an instruction or an example prompt.
 "use strict";
 
 // The named backgrounds of deployments/idphoto/params.py (NAMED_COLOURS): an instruction answers with the hex value,
@@ -79,6 +79,30 @@ function renderLooks() {
   state.looks.forEach((look, index) => {
     select.options[index + 1].textContent = look.title[state.language];
   });
+}
+
+async function loadPortraitStyles() {
+  const answer = await request("/v1/portrait/styles");
+  state.portraitStyles = answer.ok ? answer.body.styles : []; // without the list, the prompt alone picks the style
+  const select = byId("portrait-style");
+  select.replaceChildren(select.options[0], ...state.portraitStyles.map((style) => new Option("", style.name)));
+  renderPortraitStyles();
+}
+
+/** The portrait styles by their titles in the page's language. */
+function renderPortraitStyles() {
+  const select = byId("portrait-style");
+  state.portraitStyles.forEach((style, index) => {
+    select.options[index + 1].textContent = style.title[state.language];
+  });
+}
+
+/** The chosen style's own size and steps: what the empty width, height and steps fields leave to it. */
+function describePortraitStyle() {
+  const style = state.portraitStyles.find((known) => known.name === byId("portrait-style").value);
+  const [width, height] = style ? style.size : [];
+  const info = style ? t("portrait.style.info", { width, height, steps: style.steps }) : "";
+  byId("portrait-style-info").textContent = info;
 }
 
 /** The model choice of each job that has one: the page's default (the service chooses), then the job's models from
@@ -195,8 +219,11 @@ function syncOptions() {
   byId("edit-strength-value").textContent = Number(byId("edit-strength").value).toFixed(2);
   byId("edit-identity-keep-value").textContent = Number(byId("edit-identity-keep").value).toFixed(2);
   byId("edit-look").disabled = byId("edit-model").value !== ""; // an editor edits by the prompt alone, never a look
+  describePortraitStyle();
   const background = byId("idphoto-background").value;
   byId("idphoto-background-hint").hidden = background !== "transparent";
+  // the job refuses an engine without clothes to draw
+  byId("idphoto-attire-engine").disabled = byId("idphoto-attire").value === "none";
   const backdrop = byId("idphoto-backdrop").value !== "";
   byId("idphoto-background").disabled = backdrop;
   byId("idphoto-render").disabled = backdrop;

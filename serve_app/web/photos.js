@@ -1,5 +1,5 @@
 // The photos: choosing them, one card per photo (or video: video.js), running the chosen job on each (upload
-// progress, errors).
+// progress, errors; a generated portrait through the jobs API: portrait.js).
 "use strict";
 
 // ---------------------------------------------------------------- choosing files
@@ -127,12 +127,15 @@ async function runItem(item, job, fields) {
   item.card.querySelector(".card-error").hidden = true;
   item.card.querySelector(".card-result").hidden = true;
   if (isVideo(item.file)) return runVideoItem(item, job, fields);
+  if (RENDER_JOBS.includes(job)) return runAsJob(item, job, fields, RENDER_FLOW);
   setCardState(item, "card.uploading", { percent: 0 }, 0);
   const started = performance.now();
   const answer = await sendJob(item.file, { route: ROUTES[job], field: "image" }, fields, {
     uploading: (percent) => setCardState(item, "card.uploading", { percent }, percent),
     processing: () => setCardState(item, "card.processing", {}, null),
   });
+  // More rendering than the route allows one request (a neural edit, generated clothes) is taken as a job: 202.
+  if (answer.status === 202) return finishJob(item, job, answer.body.status_url, RENDER_FLOW, started);
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
   if (answer.ok) {
     showResult(item, job, answer.body);

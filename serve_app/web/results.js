@@ -1,5 +1,5 @@
 // A card's result: before/after comparison (a video: its player), the engine that ran, downloads, the ID-photo
-// compliance report and an edit's look.
+// compliance report, an edit's look and a generated portrait's style, seed and likeness.
 "use strict";
 
 const EXTENSIONS = { "image/png": "png", "image/jpeg": "jpg", "image/webp": "webp", "video/mp4": "mp4" };
@@ -37,10 +37,13 @@ function renderResult(item) {
   card.querySelector(".card-downloads").replaceChildren(...downloadLinks(item));
 }
 
-/** What the job reports beside its image: the ID photo's compliance, the look an edit laid and who chose it. */
+/** What the job reports beside its image: the ID photo's compliance, the look an edit laid and who chose it, a
+ * portrait's style, seed and identity (portrait.js). */
 function reportParts(response) {
   if (response.report) return [reportView(response.report)];
-  const edit = response.meta.report && response.meta.report.edit;
+  const report = response.meta.report || {};
+  if (report.portrait) return portraitParts(report.portrait, response.meta.identity);
+  const edit = report.edit;
   if (!edit || !edit.look) return [];
   const known = state.looks.find((look) => look.name === edit.look);
   const look = known ? known.title[state.language] : edit.look;

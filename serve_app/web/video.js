@@ -1,6 +1,7 @@
 // Videos: a video goes to POST /v1/jobs (only the jobs GET /v1/tasks marks ``frames``: restore, cartoon); its card
 // shows the job's progress, polled from GET /v1/jobs/{id} about once a second until it ends, then plays the result
-// (video/mp4) in a <video controls> with a download link, or shows the job's error.
+// (video/mp4) in a <video controls> with a download link, or shows the job's error. A generated portrait takes the
+// same way through the jobs API (runAsJob; portrait.js).
 "use strict";
 
 const VIDEO_SUFFIXES = [".mp4", ".mov", ".m4v", ".mkv", ".webm"];
@@ -17,21 +18,33 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 async function runVideoItem(item, job, fields) {
   if (!state.videoJobs.includes(job)) {
     const jobs = state.videoJobs.map(jobTitle).join(t("instruction.list_separator"));
-    return failVideo(item, job, { ok: false, status: 0, code: "video_job", message: null, vars: { jobs } });
+    return failJob(item, job, { ok: false, status: 0, code: "video_job", message: null, vars: { jobs } });
   }
+  const sent = fields.filter(([name]) => name !== "return");
+  return runAsJob(item, job, sent, { field: "video", progress: showJobProgress, blob: true, show: showVideoResult });
+}
+
+/** Send one file as a job (POST /v1/jobs), follow it, then show its result or its error. True when it worked.
+ * ``flow``: the file's form field, how the card shows the job's progress, whether the result is bytes (``blob``) or
+ * JSON, and ``show(item, job, result, body)``: the job's ``result`` and the result's own ``body`` on the card. */
+async function runAsJob(item, job, fields, flow) {
   setCardState(item, "card.uploading", { percent: 0 }, 0);
   const started = performance.now();
-  const sent = [["task", job], ...fields.filter(([name]) => name !== "return")];
-  const accepted = await sendJob(item.file, { route: "/v1/jobs", field: "video" }, sent, {
+  const accepted = await sendJob(item.file, { route: "/v1/jobs", field: flow.field }, [["task", job], ...fields], {
     uploading: (percent) => setCardState(item, "card.uploading", { percent }, percent),
     processing: () => setCardState(item, "card.processing", {}, null),
   });
-  if (!accepted.ok) return failVideo(item, job, accepted);
-  const finished = await followJob(accepted.body.status_url, (body) => showJobProgress(item, body));
-  if (!finished.ok) return failVideo(item, job, finished);
-  const result = await request(finished.body.result.url, { blob: true });
-  if (!result.ok) return failVideo(item, job, result);
-  showVideoResult(item, job, finished.body.result, result.body);
+  if (!accepted.ok) return failJob(item, job, accepted);
+  return finishJob(item, job, accepted.body.status_url, flow, started);
+}
+
+/** Follow the job at ``statusUrl`` until it ends, then show its result or its error. True when it worked. */
+async function finishJob(item, job, statusUrl, flow, started) {
+  const finished = await followJob(statusUrl, (body) => flow.progress(item, body));
+  if (!finished.ok) return failJob(item, job, finished);
+  const result = await request(finished.body.result.url, { blob: flow.blob });
+  if (!result.ok) return failJob(item, job, result);
+  flow.show(item, job, finished.body.result, result.body);
   setCardState(item, "card.done", { seconds: ((performance.now() - started) / 1000).toFixed(1) });
   return true;
 }
@@ -64,7 +77,7 @@ function showJobProgress(item, body) {
   setCardState(item, "card.video.progress", { percent }, percent);
 }
 
-function failVideo(item, job, answer) {
+function failJob(item, job, answer) {
   showError(item, job, answer);
   setCardState(item, "card.failed", {});
   return false;

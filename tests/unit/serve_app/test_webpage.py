@@ -31,13 +31,14 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 SCRIPTS = tuple(sorted(path.name for path in WEB_DIR.glob("*.js")))
 WEB_FILES = ("index.html", "style.css", *SCRIPTS)
 # Options whose values come from the service at run time (/v1/idphoto/specs, /v1/idphoto/attire, /v1/cartoon/styles,
-# /v1/edit/looks, /v1/tasks), not the page.
+# /v1/edit/looks, /v1/portrait/styles, /v1/tasks), not the page.
 LOADED_OPTIONS = {
     ("idphoto", "spec"),
     ("idphoto", "attire"),
     ("idphoto", "attire_color"),
     ("cartoon", "style"),
     ("edit", "look"),
+    ("portrait", "style"),
     ("restore", "model"),
     ("colorize", "model"),
     ("edit", "model"),
