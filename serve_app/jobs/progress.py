@@ -1,6 +1,7 @@
 """How far a running job is, for ``GET /v1/jobs/{id}``: whoever runs the job listens (``reporting_to``); the job
 reports what it can count (a video its frames, a render its steps) with ``report_progress``, a no-op where nobody
-listens (the synchronous routes).
+listens (the synchronous routes). And why a queued job waits: the failure that sent it back to the queue for the
+next scan (``waiting.json``: a model whose weights are not there yet, a stage that is down), until it ends.
 
 The bucket runner's listener is ``StoredProgress``: ``progress.json`` in the job's work folder of its output store,
 which the jobs store reads back while the job holds its claim (``read_progress``). Writes are throttled (an object PUT
@@ -27,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 WORK_FOLDER = "_work"
 PROGRESS_NAME = "progress.json"
+WAITING_NAME = "waiting.json"
 JSON_TYPE = "application/json"
 WRITE_EVERY_S = 1.0
 
@@ -130,3 +132,25 @@ def read_progress(store: ObjectStore, key: str) -> tuple[float, dict[str, int]] 
     found = json.loads(stored.data)
     fraction = float(found.pop("progress"))
     return fraction, {name: int(value) for name, value in found.items()}
+
+
+def write_waiting(store: ObjectStore, key: str, code: str, message: str) -> None:
+    """Why the job on ``key`` went back to the queue (its last attempts' failure). Blocking."""
+    body = json.dumps({"code": code, "message": message}).encode()
+    store.put(work_prefix(key) + WAITING_NAME, body, content_type=JSON_TYPE)
+
+
+def clear_waiting(store: ObjectStore, key: str) -> None:
+    """The job ended (or runs again): it waits for nothing. Blocking."""
+    with contextlib.suppress(ObjectNotFound):
+        store.delete(work_prefix(key) + WAITING_NAME)
+
+
+def read_waiting(store: ObjectStore, key: str) -> dict[str, str] | None:
+    """``{"code", "message"}`` of what the queued job on ``key`` waits for, or None. Blocking."""
+    try:
+        stored = store.get(work_prefix(key) + WAITING_NAME, max_bytes=16384)
+    except ObjectNotFound:
+        return None
+    found = json.loads(stored.data)
+    return {"code": str(found["code"]), "message": str(found["message"])}

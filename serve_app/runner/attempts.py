@@ -21,7 +21,7 @@ from deployments.common.errors import InputError, InternalError, PortraitError
 from deployments.common.params import JobParams
 from serve_app.jobs import JobContext
 from serve_app.jobs.deadline import within_deadline
-from serve_app.jobs.progress import StoredProgress, reporting_to
+from serve_app.jobs.progress import StoredProgress, clear_waiting, reporting_to, write_waiting
 from serve_app.jobs.results import JobResult
 from serve_app.jobs.video import StoreChunkStore, VideoInput, read_object, video_deadline_factor
 from serve_app.runner.leases import RUNNER_HOLDER, Leases
@@ -122,6 +122,7 @@ class ObjectAttempts:
                         code,
                         exc,
                     )
+                    await self._note_waiting(route, key, code, exc)
                     return ObjectOutcome(route.name, key, Status.DEFERRED, code=code, attempts=attempt)
                 delay_s = self._retry.delay_s(attempt)
                 logger.info(
@@ -135,6 +136,14 @@ class ObjectAttempts:
                 )
                 await asyncio.sleep(delay_s)
         raise InternalError("unreachable: RetryPolicy.max_attempts >= 1")
+
+    async def _note_waiting(self, route: Route, key: str, code: str, exc: BaseException) -> None:
+        """Why the object waits for the next scan, where ``GET /v1/jobs/{id}`` shows it (``waiting``)."""
+        message = exc.message if isinstance(exc, PortraitError) else f"{type(exc).__name__}: {exc}"
+        try:
+            await asyncio.to_thread(write_waiting, self._stores[route.name][1], key, code, message)
+        except Exception:  # advice only: the object is retried at the next scan all the same
+            logger.warning("%s: why %r waits could not be written", route.name, key, exc_info=True)
 
     async def _record_failure(
         self, route: Route, names: RecordNames, source: SourceOut, exc: BaseException, fault: Fault, attempts: int
@@ -213,6 +222,7 @@ class ObjectAttempts:
                 payload = VideoInput(payload, chunks, result=Path(folder) / "result.mp4")
                 timeout_s *= await asyncio.to_thread(video_deadline_factor, payload.path, self._context)
             progress = StoredProgress(output_store, names.key)  # what GET /v1/jobs/{id} shows while it runs
+            await asyncio.to_thread(clear_waiting, output_store, names.key)  # it runs: it waits for nothing now
             try:
                 with reporting_to(progress):
                     work = self._execute(route.task, payload, params)

@@ -57,6 +57,8 @@ class JobState(BaseModel):
     progress: float = Field(0.0, ge=0.0, le=1.0)
     # what the running job counted: a video's ``chunks``, a render's ``steps_done`` of ``steps``
     progress_detail: dict[str, int] | None = None
+    # why a queued job waits: the failure that sent it back for the next scan (``model_unavailable``...)
+    waiting: ErrorDetail | None = None
     updated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     callback: CallbackState = Field(default_factory=CallbackState)
 
@@ -74,6 +76,7 @@ class JobOut(BaseModel):
     status: JobStatus
     progress: float
     progress_detail: dict[str, int] | None = None
+    waiting: ErrorDetail | None = None
     created_at: datetime
     updated_at: datetime
     expires_at: datetime
@@ -134,6 +137,7 @@ class JobView:
             status=status,
             progress=1.0 if status in ("succeeded", "failed") else self.state.progress,
             progress_detail=self.state.progress_detail if status == "running" else None,
+            waiting=self.state.waiting if status == "queued" else None,
             created_at=self.record.created_at,
             updated_at=max(updated),
             expires_at=self.record.expires_at,

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from deployments.common.errors import InternalError, InvalidParameter
-from serve_app.jobs.progress import read_progress, work_prefix
+from serve_app.jobs.progress import read_progress, read_waiting, work_prefix
 from serve_app.jobs.results import COMPANIONS, companions_json
 from serve_app.runner.jobs_config import within
 from serve_app.runner.jobs_layout import JobRef, idempotency_key, is_job_id
@@ -30,6 +30,7 @@ from serve_app.runner.records import (
     record_names,
 )
 from serve_app.runner.routing import PARAMS_METADATA
+from serve_app.schemas import ErrorDetail
 from storage.base import (
     Location,
     ObjectReader,
@@ -161,9 +162,12 @@ class JobStore:
         records = find_records(self._outputs[record.task], record_names(ref.key))
         result = next((found for found in records if isinstance(found, ResultRecord)), None)
         error = next((found for found in records if isinstance(found, ErrorRecord)), None)
-        if state.status == "queued" and not records and self._claimed(ref, record.task):
-            fraction, detail = read_progress(self._outputs[record.task], ref.key) or (0.0, None)
-            state = state.model_copy(update={"status": "running", "progress": fraction, "progress_detail": detail})
+        if state.status == "queued" and not records:
+            if self._claimed(ref, record.task):
+                fraction, detail = read_progress(self._outputs[record.task], ref.key) or (0.0, None)
+                state = state.model_copy(update={"status": "running", "progress": fraction, "progress_detail": detail})
+            elif waiting := read_waiting(self._outputs[record.task], ref.key):
+                state = state.model_copy(update={"waiting": ErrorDetail(**waiting)})
         return JobView(record=record, state=state, result=result, error=error)
 
     def _claimed(self, ref: JobRef, task: str) -> bool:

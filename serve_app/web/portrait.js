@@ -20,7 +20,7 @@ const RENDER_FLOW = {
 function showRenderProgress(item, body) {
   const detail = body.progress_detail;
   if (body.status === "queued") {
-    setCardState(item, "card.render.queued", {}, null);
+    showQueued(item, body, "card.render.queued");
   } else if (detail && detail.steps) {
     const percent = Math.round(100 * body.progress);
     setCardState(item, "card.render.steps", { done: detail.steps_done, steps: detail.steps }, percent);

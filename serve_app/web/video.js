@@ -70,11 +70,18 @@ function jobError(error) {
 
 function showJobProgress(item, body) {
   if (body.status === "queued") {
-    setCardState(item, "card.video.queued", {}, null);
+    showQueued(item, body, "card.video.queued");
     return;
   }
   const percent = Math.round(100 * body.progress);
   setCardState(item, "card.video.progress", { percent }, percent);
+}
+
+/** A queued job: the card says so, and what it waits for when the runner sent it back to the queue (``waiting``:
+ * a model whose weights are not there yet names the command that fetches them). */
+function showQueued(item, body, key) {
+  if (body.waiting) setCardState(item, "card.waiting", { message: body.waiting.message }, null);
+  else setCardState(item, key, {}, null);
 }
 
 function failJob(item, job, answer) {

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from deployments.common.errors import InvalidParameter
+from deployments.common.errors import InvalidParameter, ModelUnavailable
 from serve_app.jobs import JOBS
 from serve_app.jobs.progress import report_progress
 from serve_app.runner.callbacks import SIGNATURE_HEADER, verify
@@ -19,6 +19,7 @@ from serve_app.runner.jobs_config import JobsConfig, require_shared_store
 from serve_app.runner.jobs_runner import JobsRunner, job_routes
 from serve_app.runner.routing import build_routing_table
 from serve_app.runner.worker import BucketWorker, job_executor
+from tests.stage_doubles import FaceAnalysisDouble
 from tests.unit.jobs_api.conftest import KEYS, make_jobs_app
 
 
@@ -101,6 +102,26 @@ def test_a_running_job_shows_what_it_counted_and_leaves_no_progress_behind(
         done = app.wait(job_id)
         assert (done["status"], done["progress"], done["progress_detail"]) == ("succeeded", 1.0, None)
         assert not [info.key for info in app.store.root.list("out/") if "/_work/" in f"/{info.key}"]
+
+
+class AnalyzerDown(FaceAnalysisDouble):
+    """Face analysis that is never there: every attempt of a job fails the same way, the job goes back to the queue."""
+
+    async def analyze_faces(self, image):
+        raise ModelUnavailable("the face analyzer's weights are missing; fetch them with: portrait models pull")
+
+
+def test_a_job_sent_back_to_the_queue_says_what_it_waits_for(tmp_path, local_backend, job_ctx, photo_jpeg):
+    app = make_jobs_app(tmp_path, AnalyzerDown(local_backend), job_ctx)
+    with app.client:
+        job_id = app.client.post("/v1/jobs", files=files_of(photo_jpeg), data={"task": "cartoon"}).json()["id"]
+        for _ in range(300):  # until its attempts (with their backoff) have failed
+            job = app.client.get(f"/v1/jobs/{job_id}").json()
+            if job["waiting"] is not None:
+                break
+            app.client.portal.call(asyncio.sleep, 0.05)
+        assert (job["status"], job["waiting"]["code"]) == ("queued", "model_unavailable")
+        assert "portrait models pull" in job["waiting"]["message"]
 
 
 def test_cancelling_a_waiting_job_deletes_its_input_and_says_cancelled(held_app, photo_jpeg):

@@ -134,7 +134,7 @@ def test_a_store_refusal_ends_in_an_error_record_after_n_tries_not_a_retry_forev
     assert run(worker.reconcile(route)) == []  # recorded: not redone on the next scan
 
 
-def test_a_throttled_store_is_retried_then_left_for_the_next_scan_with_nothing_written(
+def test_a_throttled_store_is_retried_then_left_for_the_next_scan_with_no_record_only_why(
     tmp_path, local_backend, job_ctx, photo_jpeg
 ):
     LocalStore(tmp_path / "in").put("a.jpg", photo_jpeg, content_type="image/jpeg")
@@ -142,7 +142,7 @@ def test_a_throttled_store_is_retried_then_left_for_the_next_scan_with_nothing_w
     worker = make_worker(tmp_path, local_backend, job_ctx, store_opener=throttled)
     outcomes = run(worker.reconcile(worker.table.routes[0]))
     assert [(o.status, o.code, o.attempts) for o in outcomes] == [(Status.DEFERRED, "store_unavailable", 3)]
-    assert list(LocalStore(tmp_path / "out").list()) == []
+    assert [info.key for info in LocalStore(tmp_path / "out").list()] == ["_work/a.jpg/waiting.json"]
 
 
 class FakeSqs:

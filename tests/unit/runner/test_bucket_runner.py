@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from deployments.common.errors import InternalError, ModelUnavailable
+from serve_app.jobs.progress import read_waiting
 from serve_app.runner.outcomes import Status
 from serve_app.runner.triggers.events import ObjectEvent
 from storage.local import LocalStore
@@ -202,7 +203,7 @@ def test_transient_failures_are_retried_with_backoff(folders, local_backend, job
     assert json.loads(out.get("a.json", max_bytes=1 << 20).data)["attempts"] == 3
 
 
-def test_lasting_failures_write_nothing_and_the_reconciler_finishes_the_job(
+def test_lasting_failures_write_no_record_only_why_the_object_waits_and_the_reconciler_finishes_the_job(
     folders, local_backend, job_ctx, photo_jpeg
 ):
     source, out, tmp = folders
@@ -210,9 +211,11 @@ def test_lasting_failures_write_nothing_and_the_reconciler_finishes_the_job(
     down = make_worker(tmp, FlakyBackend(local_backend, failures=100), job_ctx)
     outcome = run(down.process_object(down.table.routes[0], "a.jpg"))
     assert (outcome.status, outcome.code, outcome.attempts) == (Status.DEFERRED, "model_unavailable", 3)
-    assert list(out.list()) == []
+    assert [info.key for info in out.list()] == ["_work/a.jpg/waiting.json"]
+    assert read_waiting(out, "a.jpg") == {"code": "model_unavailable", "message": "FaceAnalyzer is restarting"}
     healthy = make_worker(tmp, local_backend, job_ctx)
     assert [o.status for o in run(healthy.reconcile(healthy.table.routes[0]))] == [Status.DONE]
+    assert read_waiting(out, "a.jpg") is None
 
 
 @pytest.mark.parametrize(

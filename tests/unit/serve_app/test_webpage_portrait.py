@@ -274,7 +274,8 @@ def test_a_run_submits_a_portrait_job_and_shows_the_failed_jobs_error(page, jobs
 
 def test_a_render_a_route_takes_as_a_job_is_followed_on_its_card(page, jobs_app, photo_jpeg, tmp_path, tables):
     """An InstructPix2Pix edit plans more rendering than one request may (202, ``accepted_as_job``): the card
-    follows the job as a portrait's. Without the generative weights the job waits for its retries."""
+    follows the job as a portrait's. Without the generative weights its attempts fail and it goes back to the queue:
+    the card says what it waits for."""
     page.wait_for_selector('#edit-model option[value="instructpix2pix"]', state="attached")
     page.check('input[name="job"][value="edit"]')
     page.fill("#edit-prompt", "make it look like an old Kodak print")
@@ -290,6 +291,14 @@ def test_a_render_a_route_takes_as_a_job_is_followed_on_its_card(page, jobs_app,
     )
     job = jobs_app.client.get(answered.value.json()["status_url"]).json()
     assert (job["task"], job["params"]["model"]) == ("edit", "instructpix2pix")
+    # Its attempts fail for want of the weights; back in the queue, the card says what it waits for.
+    waiting = tables["en"]["card.waiting"].split("{message}")[0]
+    page.wait_for_function(
+        "(prefix) => document.querySelector('.card-state-text').textContent.startsWith(prefix)",
+        arg=waiting,
+        timeout=JOB_TIMEOUT_MS,
+    )
+    assert "portrait models pull" in page.locator(".card-state-text").inner_text()
 
 
 def test_without_the_jobs_api_the_card_says_so(plain_page, photo_jpeg, tmp_path, tables):
