@@ -41,22 +41,33 @@ async function loadStyles() {
   renderStyles();
 }
 
+/** A picker filled with named entries (``{name, title: {zh, en}}``) from ``field`` of ``url``'s answer, kept in
+ * ``state[key]``; without the list the picker keeps its first choice only (the page's own, or the prompt's). */
+async function loadNamed(url, field, key, selectId) {
+  const answer = await request(url);
+  state[key] = answer.ok ? answer.body[field] : [];
+  const select = byId(selectId);
+  select.replaceChildren(select.options[0], ...state[key].map((entry) => new Option("", entry.name)));
+}
+
+/** A picker's entries by their titles in the page's language. */
+function renderTitles(selectId, entries) {
+  const select = byId(selectId);
+  entries.forEach((entry, index) => {
+    select.options[index + 1].textContent = entry.title[state.language];
+  });
+}
+
 async function loadAttire() {
-  const answer = await request("/v1/idphoto/attire");
-  state.attire = answer.ok ? answer.body.attire : []; // without the list, the page offers its own clothes only
-  const select = byId("idphoto-attire");
-  select.replaceChildren(select.options[0], ...state.attire.map((template) => new Option("", template.name)));
+  await loadNamed("/v1/idphoto/attire", "attire", "attire", "idphoto-attire");
   renderAttire();
 }
 
 /** The templates by their titles in the page's language, and the colours the chosen one offers. */
 function renderAttire() {
   const select = byId("idphoto-attire");
-  const templates = state.attire;
-  templates.forEach((template, index) => {
-    select.options[index + 1].textContent = template.title[state.language];
-  });
-  const chosen = templates.find((template) => template.name === select.value);
+  renderTitles("idphoto-attire", state.attire);
+  const chosen = state.attire.find((template) => template.name === select.value);
   const colours = byId("idphoto-attire-color");
   const keep = colours.value;
   const offered = Object.keys(chosen ? chosen.colours : {});
@@ -66,35 +77,21 @@ function renderAttire() {
 }
 
 async function loadLooks() {
-  const answer = await request("/v1/edit/looks");
-  state.looks = answer.ok ? answer.body.looks : []; // without the list, the prompt alone picks the look
-  const select = byId("edit-look");
-  select.replaceChildren(select.options[0], ...state.looks.map((look) => new Option("", look.name)));
+  await loadNamed("/v1/edit/looks", "looks", "looks", "edit-look");
   renderLooks();
 }
 
-/** The looks by their titles in the page's language. */
 function renderLooks() {
-  const select = byId("edit-look");
-  state.looks.forEach((look, index) => {
-    select.options[index + 1].textContent = look.title[state.language];
-  });
+  renderTitles("edit-look", state.looks);
 }
 
 async function loadPortraitStyles() {
-  const answer = await request("/v1/portrait/styles");
-  state.portraitStyles = answer.ok ? answer.body.styles : []; // without the list, the prompt alone picks the style
-  const select = byId("portrait-style");
-  select.replaceChildren(select.options[0], ...state.portraitStyles.map((style) => new Option("", style.name)));
+  await loadNamed("/v1/portrait/styles", "styles", "portraitStyles", "portrait-style");
   renderPortraitStyles();
 }
 
-/** The portrait styles by their titles in the page's language. */
 function renderPortraitStyles() {
-  const select = byId("portrait-style");
-  state.portraitStyles.forEach((style, index) => {
-    select.options[index + 1].textContent = style.title[state.language];
-  });
+  renderTitles("portrait-style", state.portraitStyles);
 }
 
 /** The chosen style's own size and steps: what the empty width, height and steps fields leave to it. */

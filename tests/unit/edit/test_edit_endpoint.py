@@ -11,15 +11,12 @@ import asyncio
 import base64
 import io
 import socket
-import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.testclient import TestClient
@@ -36,6 +33,7 @@ from serve_app.runner.routing import build_routing_table
 from serve_app.runner.worker import BucketWorker, job_executor
 from serve_app.settings import Settings
 from tests.conftest import REPO_ROOT
+from tests.served import served
 from tests.unit.jobs_api.conftest import make_jobs_app
 from tests.unit.runner.bucket_fixtures import FAST_RETRY, local_backend, photo_jpeg  # noqa: F401
 
@@ -116,16 +114,8 @@ def fake_images_app(sent: list[Sent]) -> FastAPI:
 @pytest.fixture(scope="module")
 def images_server() -> Iterator[FakeImages]:
     sent: list[Sent] = []
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(fake_images_app(sent), log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started and thread.is_alive():
-        time.sleep(0.01)
-    yield FakeImages(f"http://127.0.0.1:{sock.getsockname()[1]}/v1", sent)
-    server.should_exit = True
-    thread.join(10)
+    with served(fake_images_app(sent)) as url:
+        yield FakeImages(f"{url}/v1", sent)
 
 
 @pytest.fixture

@@ -6,33 +6,20 @@ from __future__ import annotations
 
 import base64
 import io
-import socket
-import threading
-import time
 
 import numpy as np
 import openai
 import pytest
-import uvicorn
 from PIL import Image
+
+from tests.served import served
 
 
 @pytest.fixture
 def base_url(api):
     """``http://127.0.0.1:PORT/v1``: the app served for the length of one test."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(api, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started, "uvicorn did not start"
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    with served(api) as url:
+        yield f"{url}/v1"
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ import io
 import json
 import shutil
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -25,6 +24,7 @@ from serve_app.runner.outcomes import ObjectOutcome, Status
 from serve_app.runner.worker import job_executor
 from serve_app.settings import Settings
 from storage.local import LocalStore
+from tests.served import served
 
 
 def test_default_output_sits_beside_the_input(tmp_path):
@@ -149,25 +149,14 @@ def eval_folder(shared_dir, tmp_path_factory):
 @pytest.fixture(scope="module")
 def service_url(local_backend, mediapipe_dir):
     """The HTTP API on the real engines in-process, served on 127.0.0.1 as ``portrait process --url`` reaches it."""
-    import socket
-
-    import uvicorn
 
     from serve_app.routes import create_api
 
     app = create_api()
     app.state.backend = local_backend
     app.state.settings = Settings(model_store=str(mediapipe_dir.parent))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started and thread.is_alive():
-        time.sleep(0.01)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(10)
+    with served(app) as url:
+        yield url
 
 
 def _needs_more(url: str, task: str, photo: bytes) -> str | None:

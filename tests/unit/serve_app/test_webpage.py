@@ -25,6 +25,7 @@ from serve_app.registry import JOB_NAMES, PAGE_JOBS, job_entry
 from serve_app.routes import create_api
 from serve_app.settings import Settings
 from serve_app.webpage import WEB_DIR
+from tests.served import i18n_tables
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 # The page's scripts: classic scripts sharing one global scope, i18n.js (string tables) first, app.js (start-up) last.
@@ -116,9 +117,7 @@ def page() -> PageParser:
 
 @pytest.fixture(scope="module")
 def tables() -> dict[str, dict[str, str]]:
-    """``I18N`` of i18n.js: strict JSON after ``const I18N =``."""
-    text = (WEB_DIR / "i18n.js").read_text(encoding="utf-8")
-    return json.loads(text.split("const I18N = ", 1)[1].rsplit(";", 1)[0])
+    return i18n_tables(WEB_DIR)
 
 
 def _loaded_scripts() -> list[str]:

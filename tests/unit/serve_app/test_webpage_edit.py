@@ -6,15 +6,9 @@ served with the API by uvicorn on 127.0.0.1 (the real engines in-process behind 
 
 from __future__ import annotations
 
-import json
 import re
-import socket
-import threading
-import time
-from pathlib import Path
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from deployments.edit.looks import default_looks
@@ -25,6 +19,7 @@ from serve_app.registry import PAGE_JOBS
 from serve_app.routes import create_api
 from serve_app.settings import Settings
 from serve_app.webpage import WEB_DIR
+from tests.served import chromium, i18n_tables, served
 
 # The example prompts of issue #36, and the look each one's words pick.
 EXAMPLES = {
@@ -34,7 +29,6 @@ EXAMPLES = {
     "让皮肤更有质感，保留皱纹": "texture",
 }
 SHOWN = ["prompt", "look", "scope", "strength", "identity_keep"]  # the rest: under "more options"
-CHROMIUM = Path("/usr/bin/chromium")
 JOB_TIMEOUT_MS = 60_000
 
 
@@ -53,8 +47,7 @@ def _schema() -> dict:
 
 @pytest.fixture(scope="module")
 def tables() -> dict[str, dict[str, str]]:
-    text = (WEB_DIR / "i18n.js").read_text(encoding="utf-8")
-    return json.loads(text.split("const I18N = ", 1)[1].rsplit(";", 1)[0])
+    return i18n_tables(WEB_DIR)
 
 
 # --- the form and the job's params ------------------------------------------------------------------------------------
@@ -95,13 +88,7 @@ def test_every_example_is_a_prompt_the_job_takes_and_its_words_pick_a_look(job_c
 
 @pytest.fixture(scope="module")
 def browser():
-    if not CHROMIUM.is_file():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium package (.ci/run does)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
-        yield browser
-        browser.close()
+    yield from chromium()
 
 
 @pytest.fixture(scope="module")
@@ -115,19 +102,8 @@ def api(local_backend):
 @pytest.fixture(scope="module")
 def page_url(api):
     """``http://127.0.0.1:PORT/``: the page and the API, served for the tests of this module."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(api, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started, "uvicorn did not start"
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}/"
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    with served(api) as url:
+        yield url + "/"
 
 
 @pytest.fixture

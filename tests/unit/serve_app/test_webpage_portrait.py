@@ -13,18 +13,11 @@ from __future__ import annotations
 import base64
 import json
 import re
-import socket
-import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-import uvicorn
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from deployments.portrait.params import MAX_COUNT, MAX_PROMPT_CHARS, PortraitParams
@@ -36,11 +29,11 @@ from serve_app.runner.jobs_records import JobAccepted, JobOut, JobResultOut, job
 from serve_app.schemas import ResultMeta
 from serve_app.settings import Settings
 from serve_app.webpage import WEB_DIR
+from tests.served import chromium, i18n_tables, served
 from tests.unit.jobs_api.conftest import JobsApp, make_jobs_app
 
 SHOWN = ["style", "prompt", "count", "hires"]  # the rest: under "more options"
 DEFAULTS = {"return": "json", "count": "1", "hires": "false", "format": "auto", "keep_face": "true"}
-CHROMIUM = Path("/usr/bin/chromium")
 JOB_TIMEOUT_MS = 60_000
 STUB_JOB = "/v1/jobs/6b18466a-0123456789abcdef01234567"
 RESULT_URL = STUB_JOB + "/result"
@@ -76,8 +69,7 @@ def _number(value: float) -> str:
 
 @pytest.fixture(scope="module")
 def tables() -> dict[str, dict[str, str]]:
-    text = (WEB_DIR / "i18n.js").read_text(encoding="utf-8")
-    return json.loads(text.split("const I18N = ", 1)[1].rsplit(";", 1)[0])
+    return i18n_tables(WEB_DIR)
 
 
 # --- the form and the job's params ------------------------------------------------------------------------------------
@@ -118,33 +110,7 @@ def test_the_controls_hold_the_params_bounds():
 
 @pytest.fixture(scope="module")
 def browser():
-    if not CHROMIUM.is_file():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium package (.ci/run does)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
-        yield browser
-        browser.close()
-
-
-@contextmanager
-def _served(app: FastAPI) -> Iterator[str]:
-    """``http://127.0.0.1:PORT/``: the page and ``app``'s API, served while the block runs."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started, "uvicorn did not start"
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    yield from chromium()
 
 
 @pytest.fixture(scope="module")
@@ -156,8 +122,8 @@ def jobs_app(tmp_path_factory, local_backend, job_ctx) -> JobsApp:
 
 @pytest.fixture(scope="module")
 def jobs_url(jobs_app):
-    with _served(jobs_app.client.app) as url:
-        yield url
+    with served(jobs_app.client.app) as url:
+        yield url + "/"
 
 
 @pytest.fixture(scope="module")
@@ -166,8 +132,8 @@ def plain_url(local_backend):
     app = create_api()
     app.state.backend = local_backend
     app.state.settings = Settings()
-    with _served(app) as url:
-        yield url
+    with served(app) as url:
+        yield url + "/"
 
 
 def _open(browser, url: str) -> Iterator:
