@@ -28,6 +28,8 @@ def rules() -> RuleInterpreter:
         ("让皮肤更有质感，保留皱纹", {"look": "texture", "scope": "face", "restore": False}),
         ("只改脸 港风", {"look": "hk80s", "scope": "face"}),
         ("cinematic teal and orange film look", {"look": "teal-orange"}),
+        ("turn the photo into a 1920s silent film still", {"look": "bw"}),
+        ("做成民国老照片的感觉", {"look": "bw"}),
     ],
 )
 def test_style_requests_reach_edit_with_a_look_and_scope(rules, prompt, params):

@@ -242,7 +242,12 @@ def test_a_lexicon_entry_for_an_option_no_job_has_is_left_out(job_ctx):
 
 def test_every_lexicon_option_is_a_value_its_jobs_accept(job_ctx):
     vocabulary = build_vocabulary(job_ctx)
-    companions = {"cut_lines": {"layout": "6inch"}, "background": {"format": "png"}}
+    # what an option goes with (the lexicon's ``implied`` adds the suit to a suit's colour)
+    companions = {
+        "cut_lines": {"layout": "6inch"},
+        "background": {"format": "png"},
+        "attire_color": {"attire": "suit-tie"},
+    }
     checked = 0
     for phrase in vocabulary.phrases:
         for name, value in phrase.values.items():
