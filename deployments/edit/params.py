@@ -17,8 +17,9 @@ MAX_PROMPT_CHARS = 500
 # model id (``GET /v1/models``) and a word the instruction rules read, so a name like "look" or "edit-..." would catch
 # everyday prompts ("make it look like...").
 EXTERNAL = "external"  # the operator's OpenAI-compatible /v1/images/edits endpoint (PORTRAIT_EDIT_ENDPOINT_*)
-INSTRUCT = "instructpix2pix"  # InstructPix2Pix on SDXL, in the Renderer (the manifest's image_editing entry)
-NEURAL_EDITORS = (EXTERNAL, INSTRUCT)  # the editors that edit by the words of ``prompt`` alone
+INSTRUCT = "instructpix2pix"  # InstructPix2Pix on SDXL, in the Renderer (the manifest's sdxl-instructpix2pix-768)
+FLUX2_KLEIN = "flux2-klein"  # FLUX.2 [klein] 4B, in the Renderer (the manifest's flux2-klein-4b)
+NEURAL_EDITORS = (EXTERNAL, INSTRUCT, FLUX2_KLEIN)  # the editors that edit by the words of ``prompt`` alone
 
 
 class EditParams(JobParams):
@@ -46,11 +47,17 @@ class EditParams(JobParams):
     model: Literal[NEURAL_EDITORS] | None = Field(
         None,
         description="the editor: the LOOK engine by default (film looks, no model); instructpix2pix: InstructPix2Pix "
-        "on SDXL in the Renderer (the generative weights; 503 naming the pull command without them); external: the "
-        "operator's OpenAI-compatible images endpoint (e.g. Qwen-Image-Edit; 503 where none is configured). Both "
-        "edit by `prompt` alone",
+        "on SDXL, flux2-klein: FLUX.2 [klein] 4B, both in the Renderer (the generative weights; 503 naming the pull "
+        "command without them); external: the operator's OpenAI-compatible images endpoint (e.g. Qwen-Image-Edit; "
+        "503 where none is configured). Each edits by `prompt` alone",
     )
-    steps: int = Field(20, ge=1, le=60, description="instructpix2pix: sampling steps")
+    steps: int = Field(
+        20,
+        ge=1,
+        le=60,
+        description="instructpix2pix, flux2-klein: sampling steps (FLUX.2 [klein] 4B is distilled to 4: steps=4 runs "
+        "it at its own speed)",
+    )
     restore: bool = Field(True, description="restore the faces first (the restore job's restorer)")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="the grain's seed: the same seed gives the same result")
     min_identity: float | None = Field(

@@ -1,5 +1,6 @@
 """The renderer a ``Renderer`` replica holds: a diffusers SDXL pipeline (and its ControlNets, IP-Adapter and LoRAs)
-loaded from the model store, never from a hub, on first use and kept.
+and the editors (InstructPix2Pix on SDXL, FLUX.2 [klein]) loaded from the model store, never from a hub, on first use
+and kept.
 
 ``render`` groups a batch by ``RenderRequest.compatibility_key()`` and runs one pipeline call per group, with
 per-item prompts, start images, masks, condition images, adapter images and seeded generators: a request's image is
@@ -34,13 +35,12 @@ from deployments.common.torch_device import DeviceOptions, pick_device
 from deployments.common.weights import ModelSpec, ModelStore, fix_command
 from deployments.render.types import (
     LORA_SETS_PER_REPLICA,
-    MIN_SIDE_PX,
     RENDER_KINDS,
     SCHEDULERS,
-    SIDE_MULTIPLE_PX,
     Rendered,
     RenderRequest,
     lora_set_parts,
+    side_grid,
 )
 
 logger = logging.getLogger(__name__)
@@ -50,10 +50,16 @@ GROUP = "generative"
 TASKS = {
     "base": "image_generation",
     "editor": "image_editing",
+    "reference editor": "image_editing",
     "controlnet": "controlnet",
     "adapter": "ip_adapter",
     "lora": "lora",
 }
+# the base model's role in each kind (the others: a generator); both editors are image_editing entries, told apart by
+# their architecture (each loads as its own pipeline)
+ROLES = {"instruct": "editor", "reference_edit": "reference editor"}
+EDITOR_ARCHITECTURES = {"editor": "sdxl-instructpix2pix", "reference editor": "flux2-klein"}
+MAX_REFERENCE_ASPECT = 8  # diffusers' Flux2ImageProcessor refuses a reference image more elongated
 # (kind, with ControlNets) -> the diffusers pipeline class, and the name of its ControlNet image argument
 PIPELINES: dict[tuple[str, bool], str] = {
     ("txt2img", False): "StableDiffusionXLPipeline",
@@ -63,9 +69,15 @@ PIPELINES: dict[tuple[str, bool], str] = {
     ("img2img", True): "StableDiffusionXLControlNetImg2ImgPipeline",
     ("inpaint", True): "StableDiffusionXLControlNetInpaintPipeline",
     ("instruct", False): "StableDiffusionXLInstructPix2PixPipeline",
+    ("reference_edit", False): "Flux2KleinPipeline",
 }
-# the class a base model of each role loads as (an editor's UNet takes the start image's latents too: 8 channels)
-BASE_PIPELINES = {"base": "StableDiffusionXLPipeline", "editor": "StableDiffusionXLInstructPix2PixPipeline"}
+# the class a base model of each role loads as (an editor's UNet takes the start image's latents too: 8 channels;
+# FLUX.2 [klein]'s transformer reads the reference's latents beside the noise)
+BASE_PIPELINES = {
+    "base": "StableDiffusionXLPipeline",
+    "editor": "StableDiffusionXLInstructPix2PixPipeline",
+    "reference editor": "Flux2KleinPipeline",
+}
 OnProgress = Callable[[RenderRequest, Progress], None]
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -125,10 +137,12 @@ class RendererPredictor:
         if item.kind not in RENDER_KINDS:
             raise InvalidParameter(f"kind must be one of {', '.join(RENDER_KINDS)}, not {item.kind!r}")
         self._entry(item.model, _role(item))
-        if item.kind == "instruct" and (item.conditions or item.adapter_image is not None or item.loras):
-            raise InvalidParameter("an instruct edit takes no ControlNet, adapter or LoRA")
+        if item.kind in ROLES and (item.conditions or item.adapter_image is not None or item.loras):
+            raise InvalidParameter(f"an edit ({item.kind}) takes no ControlNet, adapter or LoRA")
         if item.kind == "instruct" and not 0.0 <= item.image_guidance <= 10.0:
             raise InvalidParameter("image_guidance is 0 to 10")
+        if item.kind == "reference_edit" and (item.negative_prompt or item.scheduler != "default"):
+            raise InvalidParameter("a reference_edit takes no negative prompt and runs the model's own scheduler")
         for condition in item.conditions:
             self._entry(condition.controlnet, "controlnet")
             self._image(condition.image, item, f"the {condition.controlnet} condition")
@@ -136,9 +150,13 @@ class RendererPredictor:
             self._entry(name, "lora")
         if len({name for name, _ in item.loras}) != len(item.loras):
             raise InvalidParameter("a LoRA is named twice")
+        min_side_px, multiple_px = side_grid(item.kind)
         for side in (item.width, item.height):
-            if side < MIN_SIDE_PX or side % SIDE_MULTIPLE_PX:
-                raise InvalidParameter(f"width and height are multiples of {SIDE_MULTIPLE_PX} from {MIN_SIDE_PX} px")
+            if side < min_side_px or side % multiple_px:
+                raise InvalidParameter(f"width and height are multiples of {multiple_px} from {min_side_px} px")
+        long_px, short_px = max(item.width, item.height), min(item.width, item.height)
+        if item.kind == "reference_edit" and long_px > MAX_REFERENCE_ASPECT * short_px:
+            raise InvalidParameter(f"a reference_edit's long side is at most {MAX_REFERENCE_ASPECT}× its short side")
         if item.width * item.height > self.options.max_megapixels * 1e6:
             raise InvalidParameter(f"a render is at most {self.options.max_megapixels} megapixels")
         if not 1 <= item.steps <= self.options.max_steps:
@@ -240,7 +258,7 @@ class RendererPredictor:
 
     def _pipeline(self, loaded: _Loaded, first: RenderRequest, controlnets: list[Any]) -> Any:
         """The group's pipeline class over the base's modules (``from_pipe`` shares them: no copy, no load), with a
-        fresh scheduler of the asked kind."""
+        fresh scheduler of the asked kind; a reference edit's gives each item its own reference."""
         import diffusers
 
         cls = getattr(diffusers, PIPELINES[first.kind, bool(controlnets)])
@@ -253,8 +271,10 @@ class RendererPredictor:
             extra["scheduler"] = type(base.scheduler).from_config(base.scheduler.config)
         if controlnets:
             extra["controlnet"] = controlnets[0] if len(controlnets) == 1 else controlnets
-        pipeline = cls.from_pipe(base, **extra)
+        pipeline = cls.from_pipe(base, dtype=base.dtype, **extra)  # without one, diffusers casts it all to float32
         pipeline.set_progress_bar_config(disable=True)  # a fresh pipeline per group: no bar in the replica's log
+        if first.kind == "reference_edit":
+            pipeline.prepare_image_latents = functools.partial(_one_reference_each, pipeline.prepare_image_latents)
         return pipeline
 
     def _arguments(
@@ -265,18 +285,19 @@ class RendererPredictor:
         first = items[0]
         kwargs: dict[str, Any] = {
             "prompt": [item.prompt for item in items],
-            "negative_prompt": [item.negative_prompt for item in items],
             "num_inference_steps": first.steps,
             "guidance_scale": first.guidance,
             "generator": [torch.Generator("cpu").manual_seed(seed) for seed in seeds],
             "width": first.width,
             "height": first.height,
         }
+        if first.kind != "reference_edit":  # FLUX.2 [klein] has no negative prompt
+            kwargs["negative_prompt"] = [item.negative_prompt for item in items]
         if first.kind != "txt2img":
             kwargs["image"] = [Image.fromarray(item.image) for item in items]
         if first.kind == "instruct":
             kwargs["image_guidance_scale"] = first.image_guidance
-        elif first.kind != "txt2img":
+        if first.kind in ("img2img", "inpaint"):
             kwargs["strength"] = first.strength
         if first.kind == "inpaint":
             kwargs["mask_image"] = [Image.fromarray(item.mask) for item in items]
@@ -321,14 +342,21 @@ class RendererPredictor:
             spec = self._entry(name, role)
             path = self._resolve(spec)
             pipeline = getattr(diffusers, BASE_PIPELINES[role]).from_pretrained(
-                path, local_files_only=True, dtype=self.dtype, variant=spec.args.get("variant")
+                path, local_files_only=True, dtype=self._dtype(spec), variant=spec.args.get("variant")
             )
             pipeline.set_progress_bar_config(disable=True)
             if self.device.type != "cpu":
                 pipeline.to(self.device)
             self._bases[name] = _Loaded(pipeline, EngineInfo.from_weights(self.store.status(name)))
-            logger.info("%s loaded on %s (%s)", name, self.device, self.options.dtype)
+            logger.info("%s loaded on %s (%s)", name, self.device, pipeline.dtype)
         return self._bases[name]
+
+    def _dtype(self, spec: ModelSpec) -> torch.dtype:
+        """The replica's dtype; where it is a half precision, the one the model's manifest entry names, if any
+        (``args.dtype``: FLUX.2 runs in bfloat16, whose range float16 lacks)."""
+        if self.dtype == torch.float32:
+            return self.dtype
+        return DTYPES[spec.args.get("dtype", self.options.dtype)]
 
     def load_adapter(self, model: str) -> None:
         """Load the manifest's IP-Adapter into ``model``'s pipeline (a request with an adapter image does this)."""
@@ -413,8 +441,8 @@ class RendererPredictor:
 
     def _entry(self, name: str, role: str) -> ModelSpec:
         spec = self.store.manifest.get(name)
-        if spec is None or spec.task != TASKS[role]:
-            known = [key for key, value in self.store.manifest.items() if value.task == TASKS[role]]
+        if spec is None or not _fits(spec, role):
+            known = [key for key, value in self.store.manifest.items() if _fits(value, role)]
             raise InvalidParameter(f"unknown {role} model {name!r}; known: {', '.join(known) or 'none'}")
         return spec
 
@@ -459,8 +487,29 @@ def _require_time_left(items: Sequence[RenderRequest]) -> None:
 
 
 def _role(item: RenderRequest) -> str:
-    """Which kind of base model ``item.model`` must be: an editor for ``instruct``, a generator otherwise."""
-    return "editor" if item.kind == "instruct" else "base"
+    """Which kind of base model ``item.model`` must be: an editor of its kind's for an edit, a generator otherwise."""
+    return ROLES.get(item.kind, "base")
+
+
+def _fits(spec: ModelSpec, role: str) -> bool:
+    """Whether ``spec`` is a model of ``role``: its task, and an editor's architecture."""
+    return spec.task == TASKS[role] and spec.architecture == EDITOR_ARCHITECTURES.get(role, spec.architecture)
+
+
+def _one_reference_each(
+    prepare: Callable[..., tuple[torch.Tensor, torch.Tensor]],
+    images: list[torch.Tensor],
+    batch_size: int,
+    generator: Any,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """FLUX.2 [klein]'s ``prepare_image_latents`` for a batch of edits: diffusers gives every item all the images
+    (several references for one picture), the renderer's items each edit their own photo, so item ``i`` gets image
+    ``i`` alone (``batch_size`` is theirs: one image per item); the latents and their position ids are stacked on
+    the batch axis."""
+    each = [prepare(images=[image], batch_size=1, generator=generator, device=device, dtype=dtype) for image in images]
+    return torch.cat([latents for latents, _ in each]), torch.cat([ids for _, ids in each])
 
 
 def _condition_batch(images: Sequence[np.ndarray]) -> torch.Tensor:

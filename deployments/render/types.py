@@ -17,11 +17,14 @@ from deployments.common.batching import ItemFailure, Progress
 from deployments.common.engine import EngineInfo
 from deployments.common.stage import StageCall
 
-RenderKind = Literal["txt2img", "img2img", "inpaint", "instruct"]
-RENDER_KINDS: tuple[str, ...] = ("txt2img", "img2img", "inpaint", "instruct")
+RenderKind = Literal["txt2img", "img2img", "inpaint", "instruct", "reference_edit"]
+RENDER_KINDS: tuple[str, ...] = ("txt2img", "img2img", "inpaint", "instruct", "reference_edit")
 DEFAULT_RENDER_MODEL = "sdxl-base-1.0"
 MIN_SIDE_PX = 32
 SIDE_MULTIPLE_PX = 8  # the VAE halves a side three times
+# (smallest side, side multiple) in px of a kind whose model asks more than SDXL: FLUX.2's VAE shrinks a side 8× and
+# its transformer packs 2×2 latents, and diffusers takes no reference image under 64 px a side
+SIDE_GRIDS: dict[str, tuple[int, int]] = {"reference_edit": (64, 16)}
 # LoRA sets a replica holds at once (Serve's multiplexer routes a set to the replica that holds it and evicts the least
 # recently used one beyond this; the predictor keeps the same bound where there is no multiplexer).
 LORA_SETS_PER_REPLICA = 4
@@ -48,13 +51,14 @@ class Condition:
 
 @dataclass(frozen=True, eq=False)
 class RenderRequest:
-    """One image to render. ``image`` is the start image of ``img2img``, ``inpaint`` and ``instruct`` (HxWx3 uint8 RGB
-    at the render's size), ``mask`` the region ``inpaint`` repaints (HxW uint8, 255 = repaint). ``instruct`` edits
-    ``image`` as ``prompt`` says (an InstructPix2Pix model: ``model`` names an ``image_editing`` entry), holding to it
-    by ``image_guidance``. ``seed`` ``None``: the
-    renderer draws one (and answers it). ``adapter_image``: the face whose likeness the IP-Adapter carries, at
-    ``adapter_scale``. ``loras``: ``(manifest name, weight)`` pairs. The call is streamed: ``Progress`` (steps
-    done) while it renders, then the ``Rendered``."""
+    """One image to render. ``image`` is the start image of ``img2img``, ``inpaint``, ``instruct`` and
+    ``reference_edit`` (HxWx3 uint8 RGB at the render's size), ``mask`` the region ``inpaint`` repaints (HxW uint8,
+    255 = repaint). ``instruct`` edits ``image`` as ``prompt`` says (an InstructPix2Pix model: ``model`` names an
+    ``image_editing`` entry), holding to it by ``image_guidance``; ``reference_edit`` draws anew as ``prompt`` says
+    with ``image`` as its reference (FLUX.2 [klein]: no negative prompt, the model's own scheduler, sides on
+    ``side_grid``). ``seed`` ``None``: the renderer draws one (and answers it). ``adapter_image``: the face whose
+    likeness the IP-Adapter carries, at ``adapter_scale``. ``loras``: ``(manifest name, weight)`` pairs. The call is
+    streamed: ``Progress`` (steps done) while it renders, then the ``Rendered``."""
 
     prompt: str
     kind: RenderKind = "txt2img"
@@ -86,7 +90,7 @@ class RenderRequest:
             self.steps,
             self.scheduler,
             float(self.guidance),
-            float(self.strength) if self.kind not in ("txt2img", "instruct") else None,
+            float(self.strength) if self.kind in ("img2img", "inpaint") else None,
             float(self.image_guidance) if self.kind == "instruct" else None,
             tuple((condition.controlnet, float(condition.scale)) for condition in self.conditions),
             float(self.adapter_scale) if self.adapter_image is not None else None,
@@ -106,6 +110,11 @@ class RenderRequest:
         """The LoRAs to load, as Serve's multiplexed model id: ``<model>:<name>,<name>`` (sorted: the weights are
         set per call and cost nothing), ``""`` without LoRAs."""
         return f"{self.model}:{','.join(sorted(name for name, _ in self.loras))}" if self.loras else ""
+
+
+def side_grid(kind: str) -> tuple[int, int]:
+    """The smallest side and the multiple every side keeps (px) in a render of ``kind``."""
+    return SIDE_GRIDS.get(kind, (MIN_SIDE_PX, SIDE_MULTIPLE_PX))
 
 
 def lora_set_parts(lora_set: str) -> tuple[str, tuple[str, ...]]:

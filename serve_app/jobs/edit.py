@@ -1,9 +1,9 @@
 """Text-guided face style (``POST /v1/edit``): decode → (a neural editor: the compliance gate) → restore the faces
-(``restore``) → the editor (the LOOK engine: a film look over the photo; ``model=instructpix2pix``: InstructPix2Pix in
-the Renderer; ``model=external``: the operator's OpenAI-compatible images endpoint, ``serve_app/edit_endpoint.py``;
-both by the prompt's words) laid over the photo, or only the faces with ``scope=face`` → the person's own face blended
-back (``identity_keep``) → the identity judge per face, the restored face before against the edited face after →
-encode.
+(``restore``) → the editor (the LOOK engine: a film look over the photo; ``model=instructpix2pix`` or
+``model=flux2-klein``: InstructPix2Pix or FLUX.2 [klein] in the Renderer; ``model=external``: the operator's
+OpenAI-compatible images endpoint, ``serve_app/edit_endpoint.py``; the neural ones by the prompt's words) laid over the
+photo, or only the faces with ``scope=face`` → the person's own face blended back (``identity_keep``) → the identity
+judge per face, the restored face before against the edited face after → encode.
 
 The refusal policy runs first (``deployments/edit/words.py``): at parse, so the instruction interpreters, bucket
 routes and the HTTP route refuse alike. The orchestration only: the pure steps live in ``deployments/edit/``."""
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import cv2
@@ -26,11 +27,11 @@ from deployments.common.weights import ModelSpec
 from deployments.edit.editor import EditedPhoto, LookEditor, PhotoToEdit
 from deployments.edit.looks import Look, default_looks
 from deployments.edit.mask import face_mask
-from deployments.edit.params import EXTERNAL, INSTRUCT, LOOK_NAMES, EditParams
+from deployments.edit.params import EXTERNAL, FLUX2_KLEIN, INSTRUCT, LOOK_NAMES, EditParams
 from deployments.edit.pipeline import compose_edit
 from deployments.edit.words import look_from_prompt, refuse_edit
 from deployments.faces.types import ANALYZE_FACES, Face
-from deployments.render.types import MIN_SIDE_PX, RENDER, SIDE_MULTIPLE_PX, RenderRequest
+from deployments.render.types import RENDER, RenderKind, RenderRequest, side_grid
 from deployments.restore.gray import is_gray
 from deployments.restore.params import RestoreParams
 from deployments.restore.pipeline import select_faces
@@ -46,8 +47,30 @@ from serve_app.jobs.restore import default_restore_model, restore_faces
 from serve_app.jobs.results import JobResult, encode_job_result
 
 RESTORE_DEFAULTS = RestoreParams()  # the faces restored as the restore job's defaults restore them
-INSTRUCT_MODEL = "sdxl-instructpix2pix-768"  # the manifest's InstructPix2Pix (deployments/render)
-INSTRUCT_GUIDANCE = 7.0  # the text's weight; the photo's is RenderRequest.image_guidance (1.5, the paper's)
+
+
+@dataclass(frozen=True)
+class RenderedEditor:
+    """A neural editor the Renderer runs: its manifest entry and render kind, its name in messages, the long side it
+    renders (``side_px``, which the entry's ``args.side_px`` overrides) and the text's guidance."""
+
+    model: str
+    kind: RenderKind
+    title: str
+    side_px: int
+    guidance: float
+
+    def side_px_in(self, manifest: Mapping[str, ModelSpec]) -> int:
+        spec = manifest.get(self.model)
+        return int(spec.args.get("side_px", self.side_px)) if spec is not None else self.side_px
+
+
+# InstructPix2Pix at its training size, the text at 7 (the photo's weight is RenderRequest.image_guidance: 1.5, the
+# paper's); FLUX.2 [klein] 4B at its native size, step-distilled: its pipeline runs no guidance pass
+RENDERED_EDITORS = {
+    INSTRUCT: RenderedEditor("sdxl-instructpix2pix-768", "instruct", "InstructPix2Pix", 768, 7.0),
+    FLUX2_KLEIN: RenderedEditor("flux2-klein-4b", "reference_edit", "FLUX.2 [klein]", 1024, 1.0),
+}
 
 
 def parse(fields: Mapping[str, Any], context: JobContext) -> EditParams:
@@ -61,17 +84,12 @@ def parse(fields: Mapping[str, Any], context: JobContext) -> EditParams:
 
 
 def render_work(params: EditParams, context: JobContext) -> float:
-    """The rendering the job plans, in megapixel-steps: InstructPix2Pix's render at its training size (at most a
-    square of it); none for the other editors."""
-    if params.model != INSTRUCT:
+    """The rendering the job plans, in megapixel-steps: a Renderer editor's render at its size (at most a square of
+    its long side); none for the other editors."""
+    editor = RENDERED_EDITORS.get(params.model)
+    if editor is None:
         return 0.0
-    return params.steps * _instruct_side_px(context.manifest) ** 2 / 1e6
-
-
-def _instruct_side_px(manifest: Mapping[str, ModelSpec]) -> int:
-    """The long side InstructPix2Pix renders at: its manifest entry's ``side_px`` (its training size)."""
-    spec = manifest.get(INSTRUCT_MODEL)
-    return int(spec.args.get("side_px", 768)) if spec is not None else 768
+    return params.steps * editor.side_px_in(context.manifest) ** 2 / 1e6
 
 
 def looks_named() -> str:
@@ -98,33 +116,36 @@ async def edit_photo(
     backend: Backend, item: PhotoToEdit, params: EditParams, endpoint: EditEndpoint | None
 ) -> tuple[EditedPhoto, str | None]:
     """The editor at work on ``item``: the operator's images endpoint over HTTP (``model=external``), InstructPix2Pix
-    in the Renderer (``model=instructpix2pix``), else the LOOK engine in a worker thread; and a note on the prompt."""
+    or FLUX.2 [klein] in the Renderer, else the LOOK engine in a worker thread; and a note on the prompt."""
     if endpoint is not None:
         return await EndpointEditor(endpoint, run_in_worker).edit(item), None
-    if params.model == INSTRUCT:
-        return await _instructed(backend, item, params)
+    if params.model in RENDERED_EDITORS:
+        return await _redrawn(backend, item, params, RENDERED_EDITORS[params.model])
     return await run_in_worker(LookEditor().edit, item), None
 
 
-async def _instructed(backend: Backend, item: PhotoToEdit, params: EditParams) -> tuple[EditedPhoto, str | None]:
-    """InstructPix2Pix at its training size (the long side its manifest entry's ``side_px`` says), the answer back at
-    the photo's size."""
+async def _redrawn(
+    backend: Backend, item: PhotoToEdit, params: EditParams, editor: RenderedEditor
+) -> tuple[EditedPhoto, str | None]:
+    """A Renderer editor at its size (the long side ``side_px``, each side on its kind's grid) by the prompt's
+    English words, the answer back at the photo's size."""
     words = await english_prompt(backend, item.prompt or "", "an instruction that says how to change the photo")
     if words.text is None:
-        raise InvalidParameter(f"{words.note}: InstructPix2Pix reads English; write the prompt in English")
+        raise InvalidParameter(f"{words.note}: {editor.title} reads English; write the prompt in English")
     height, width = item.rgb.shape[:2]
-    scale = _instruct_side_px(backend.manifest) / max(height, width)
-    size_wh = (_multiple(width * scale), _multiple(height * scale))
-    small = await run_in_worker(functools.partial(cv2.resize, item.rgb, size_wh, interpolation=cv2.INTER_AREA))
+    scale = editor.side_px_in(backend.manifest) / max(height, width)
+    min_side_px, multiple_px = side_grid(editor.kind)
+    size_w, size_h = (max(min_side_px, round(side * scale / multiple_px) * multiple_px) for side in (width, height))
+    small = await run_in_worker(functools.partial(cv2.resize, item.rgb, (size_w, size_h), interpolation=cv2.INTER_AREA))
     request = RenderRequest(
         prompt=words.text,
-        kind="instruct",
-        model=INSTRUCT_MODEL,
+        kind=editor.kind,
+        model=editor.model,
         image=small,
-        width=size_wh[0],
-        height=size_wh[1],
+        width=size_w,
+        height=size_h,
         steps=params.steps,
-        guidance=INSTRUCT_GUIDANCE,
+        guidance=editor.guidance,
         seed=item.seed,
         deadline_unix_s=deadline_unix_s(),
     )
@@ -133,10 +154,6 @@ async def _instructed(backend: Backend, item: PhotoToEdit, params: EditParams) -
         functools.partial(cv2.resize, done.image, (width, height), interpolation=cv2.INTER_CUBIC)
     )
     return EditedPhoto(back, done.engines[0]), words.note
-
-
-def _multiple(side: float) -> int:
-    return max(MIN_SIDE_PX, int(round(side / SIDE_MULTIPLE_PX)) * SIDE_MULTIPLE_PX)
 
 
 async def run(backend: Backend, data: bytes, params: EditParams, context: JobContext) -> JobResult:
@@ -169,8 +186,8 @@ async def run(backend: Backend, data: bytes, params: EditParams, context: JobCon
         edit |= {"endpoint": endpoint.host, "model": endpoint.model}
     if look is not None:
         edit |= {"look": look.name, "chosen_by": chosen_by}
-    if params.model == INSTRUCT:
-        edit |= {"model": INSTRUCT_MODEL, "prompt_note": prompt_note}
+    if params.model in RENDERED_EDITORS:
+        edit |= {"model": RENDERED_EDITORS[params.model].model, "prompt_note": prompt_note}
     return await encode_job_result(
         params if look is None else params.model_copy(update={"look": look.name}),
         source,

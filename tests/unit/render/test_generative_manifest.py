@@ -17,6 +17,7 @@ from tests.conftest import REPO_ROOT
 GENERATIVE = [
     "sdxl-base-1.0",
     "sdxl-instructpix2pix-768",
+    "flux2-klein-4b",
     "controlnet-openpose-sdxl",
     "controlnet-canny-sdxl",
     "ip-adapter-plus-face-sdxl",
@@ -60,6 +61,18 @@ def test_sdxl_lists_the_official_layout_in_fp16(manifest):
     )
     for name in GENERATIVE:
         assert manifest[name].is_folder and all(part.in_folder for part in manifest[name].parts)
+
+
+def test_flux2_klein_lists_the_official_layout_under_its_apache_licence(manifest):
+    spec = manifest["flux2-klein-4b"]
+    paths = {part.file.removeprefix(spec.file + "/") for part in spec.parts}
+    assert {"model_index.json", "scheduler/scheduler_config.json", "tokenizer/tokenizer.json"} <= paths
+    for component in ("text_encoder", "transformer", "vae"):
+        assert f"{component}/config.json" in paths
+        assert any(path.startswith(f"{component}/") and path.endswith(".safetensors") for path in paths)
+    assert (spec.task, spec.architecture, spec.args["side_px"]) == ("image_editing", "flux2-klein", 1024)
+    assert spec.commercial_use and spec.license.startswith("Apache-2.0")
+    assert spec.url == "https://huggingface.co/black-forest-labs/FLUX.2-klein-4B/resolve/main"
 
 
 def _folder_manifest(tmp_path, files: dict[str, bytes], pins: bool):

@@ -1,5 +1,5 @@
-"""The Renderer on tiny random SDXL parts: pulled file by file from a folder mirror through the manifest, loaded from
-the store with ``local_files_only``, rendered on the CPU at 32-48 px in 2 steps."""
+"""The Renderer on tiny random SDXL and FLUX.2 [klein] parts: pulled file by file from a folder mirror through the
+manifest, loaded from the store with ``local_files_only``, rendered on the CPU at 32-96 px in 2 steps."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("diffusers")
 
@@ -18,7 +19,16 @@ from deployments.common.weights import ModelState, ModelStore, load_manifest  # 
 from deployments.render import predictor as predictor_module  # noqa: E402
 from deployments.render.predictor import RendererOptions, RendererPredictor  # noqa: E402
 from deployments.render.types import Condition, RenderRequest, lora_set_parts  # noqa: E402
-from tests.unit.render.tiny_sdxl import ADAPTER, CONTROLNET, INSTRUCT, LORA, LORA_B, SDXL, build_mirror  # noqa: E402
+from tests.unit.render.tiny_sdxl import (  # noqa: E402
+    ADAPTER,
+    CONTROLNET,
+    FLUX2,
+    INSTRUCT,
+    LORA,
+    LORA_B,
+    SDXL,
+    build_mirror,
+)
 
 SIZE = 32
 PROMPTS = ("a portrait of a smiling woman", "a man in a blue suit", "studio light photo", "a red portrait")
@@ -34,8 +44,8 @@ def mirror(tmp_path_factory):
 def store(mirror, tmp_path_factory):
     root, manifest = mirror
     store = ModelStore(tmp_path_factory.mktemp("store"), manifest)
-    outcomes = pull(store, [SDXL, INSTRUCT, CONTROLNET, LORA, LORA_B, ADAPTER], mirror=str(root))
-    assert [outcome.error for outcome in outcomes] == [None] * 6
+    outcomes = pull(store, [SDXL, INSTRUCT, CONTROLNET, LORA, LORA_B, ADAPTER, FLUX2], mirror=str(root))
+    assert [outcome.error for outcome in outcomes] == [None] * 7
     return store
 
 
@@ -293,7 +303,7 @@ def test_a_missing_model_is_a_503_naming_the_pull_command(mirror, tmp_path):
     assert raised.value.http_status == 503 and raised.value.code == "model_unavailable"
     assert f"portrait models pull {SDXL}" in raised.value.message
     assert "--group generative" in raised.value.message
-    assert predictor.health()["not_loaded"] == [SDXL, INSTRUCT, CONTROLNET, ADAPTER, LORA, LORA_B]
+    assert predictor.health()["not_loaded"] == [SDXL, INSTRUCT, CONTROLNET, ADAPTER, LORA, LORA_B, FLUX2]
 
 
 def test_an_instruct_edit_keeps_the_photos_size_and_batches_equal_to_single_calls(renderer):
@@ -316,3 +326,63 @@ def test_an_instruct_edit_needs_an_editor_and_takes_no_controlnet(renderer):
         renderer.admit(
             request(kind="instruct", model=INSTRUCT, image=pose(1), conditions=(Condition(CONTROLNET, pose(2)),))
         )
+
+
+def reference_edit(prompt: str = PROMPTS[0], photo: np.ndarray | None = None, **fields) -> RenderRequest:
+    photo = pose(13, 64) if photo is None else photo
+    values = {"kind": "reference_edit", "model": FLUX2, "image": photo, "height": 64, "width": photo.shape[1]}
+    return request(prompt, **values | {"guidance": 1.0} | fields)
+
+
+def test_a_reference_edit_keeps_the_photos_size_and_each_item_edits_its_own_photo(renderer):
+    wide = [pose(14 + i, 96)[:64] for i in range(2)]
+    items = [reference_edit(prompt, wide[i], seed=i) for i, prompt in enumerate(PROMPTS[:2])]
+    for item in items:
+        renderer.admit(item)
+    renderer.calls.clear()
+    edited = renderer.render(items)
+    assert [size for size, _ in renderer.calls] == [2]
+    assert [result.image.shape for result in edited] == [(64, 96, 3)] * 2
+    assert [engine.weights for engine in edited[0].engines] == [FLUX2]
+    assert_each_as_when_alone(renderer, renderer.calls[0][1], items)  # diffusers alone would give each both photos
+
+
+def test_a_reference_edit_draws_the_same_image_from_the_same_seed(renderer):
+    first, again, other = (renderer.render([reference_edit(seed=seed)])[0].image for seed in (3, 3, 4))
+    np.testing.assert_array_equal(first, again)
+    assert np.abs(first.astype(int) - other.astype(int)).max() > 0
+
+
+def test_a_reference_edit_hears_its_steps_and_stops_when_nobody_waits(renderer):
+    heard: list[Progress] = []
+    renderer.render([reference_edit(steps=3)], on_progress=lambda item, progress: heard.append(progress))
+    assert heard == [Progress(1, 3), Progress(2, 3), Progress(3, 3)]
+    with pytest.raises(RequestTimeout):
+        renderer.render([reference_edit(deadline_unix_s=time.time() - 1)])
+
+
+def test_a_reference_edit_needs_a_flux2_editor_and_its_grid(renderer):
+    with pytest.raises(InvalidParameter, match=f"unknown reference editor model '{INSTRUCT}'; known: {FLUX2}"):
+        renderer.admit(reference_edit(model=INSTRUCT))
+    with pytest.raises(InvalidParameter, match=f"unknown editor model '{FLUX2}'; known: {INSTRUCT}"):
+        renderer.admit(request(kind="instruct", model=FLUX2, image=pose(1)))
+    with pytest.raises(InvalidParameter, match="multiples of 16 from 64 px"):
+        renderer.admit(reference_edit(photo=pose(2, 72)[:64]))
+    with pytest.raises(InvalidParameter, match="8× its short side"):
+        renderer.admit(reference_edit(photo=pose(3, 528)[:64]))
+    with pytest.raises(InvalidParameter, match="no negative prompt"):
+        renderer.admit(reference_edit(negative_prompt="blue"))
+    with pytest.raises(InvalidParameter, match="no ControlNet"):
+        renderer.admit(reference_edit(loras=((LORA, 1.0),)))
+
+
+def test_a_half_precision_replica_keeps_its_dtype_and_runs_flux2_in_bfloat16(store):
+    predictor = RendererPredictor(store, RendererOptions(device="cpu", dtype="float16"))
+    ran: list = []
+    original = predictor._call_pipeline
+    predictor._call_pipeline = lambda pipeline, kwargs: ran.append(pipeline) or original(pipeline, kwargs)
+    predictor.render([request(kind="img2img", image=pose(8), strength=0.5)])
+    predictor.render([reference_edit()])
+    sdxl, flux = ran  # each group's pipeline shares its base's modules: what it runs in, the base is in
+    assert {sdxl.unet.dtype, sdxl.vae.dtype, sdxl.text_encoder.dtype} == {torch.float16}
+    assert {flux.transformer.dtype, flux.vae.dtype, flux.text_encoder.dtype} == {torch.bfloat16}

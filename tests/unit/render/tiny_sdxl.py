@@ -1,4 +1,5 @@
-"""Tiny random SDXL parts, built in code and saved in the official repositories' layouts (no hub, no network).
+"""Tiny random SDXL parts, built in code and saved in the official repositories' layouts (no hub, no network), and
+the folder mirror that holds them beside a tiny FLUX.2 [klein] (``tiny_flux2.py``).
 
 Sizes follow diffusers' own fast tests (``get_dummy_components`` of the SDXL and SDXL ControlNet tests), smaller
 still; the tokenizers are real CLIP BPE tokenizers over a vocabulary and merges written here.
@@ -21,6 +22,7 @@ LORA = "lora-tiny"
 LORA_B = "lora-tiny-b"  # a second look: two LoRA sets to multiplex
 ADAPTER = "ip-adapter-tiny"
 ADAPTER_FILE = "sdxl_models/ip-adapter_tiny.safetensors"
+FLUX2 = "flux2-klein-tiny"  # built by tiny_flux2.py
 BLOCKS = (8, 16)
 HEADS = (2, 4)
 TEXT_HIDDEN = 32
@@ -30,7 +32,7 @@ PROJECTION_INPUT = 6 * ADD_TIME_DIM + TEXT_HIDDEN
 WORDS = ("a", "portrait", "of", "smiling", "woman", "man", "in", "suit", "red", "blue", "studio", "light", "photo")
 
 
-def _bytes_to_unicode() -> dict[int, str]:
+def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible byte→character map (CLIP's BPE runs over these characters)."""
     printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
     printable += list(range(ord("®"), ord("ÿ") + 1))
@@ -48,7 +50,7 @@ def write_clip_vocab(folder: Path) -> tuple[Path, Path]:
     """A CLIP BPE vocabulary: every byte character alone and word-final, the merges spelling ``WORDS``, and the
     special tokens (well under the text encoders' 1000 ids)."""
     folder.mkdir(parents=True, exist_ok=True)
-    chars = list(_bytes_to_unicode().values())
+    chars = list(bytes_to_unicode().values())
     vocab = chars + [c + "</w>" for c in chars]
     merges: list[str] = []
     for word in WORDS:
@@ -282,12 +284,15 @@ def lora_entry(root: Path, path: Path, name: str) -> dict:
 def build_mirror(root: Path) -> Path:
     """Save every tiny part under ``root`` (the mirror: ``<mirror>/<file>``) and write the manifest that lists
     them; returns the manifest's path."""
+    from tests.unit.render.tiny_flux2 import save_flux2_klein
+
     save_sdxl(root / "generative" / SDXL)
     save_sdxl(root / "generative" / INSTRUCT, instruct=True)
     save_controlnet(root / "generative" / CONTROLNET)
     lora = save_lora(root / "generative" / "loras")
     lora_b = save_lora(root / "generative" / "loras-b", seed=4)
     save_ip_adapter(root / "generative" / ADAPTER)
+    save_flux2_klein(root / "generative" / FLUX2)
     common = {"engine": "diffusers-sdxl", "group": "generative"}
     models = {
         SDXL: folder_entry(
@@ -331,6 +336,16 @@ def build_mirror(root: Path) -> Path:
             **common,
         ),
         **{name: lora_entry(root, path, name) for name, path in ((LORA, lora), (LORA_B, lora_b))},
+        FLUX2: folder_entry(
+            root,
+            f"generative/{FLUX2}",
+            task="image_editing",
+            architecture="flux2-klein",
+            url="https://example.invalid/flux2-klein-tiny/resolve/main",
+            args={"side_px": 64, "dtype": "bfloat16"},  # as the shipped entry: its half precision
+            engine="diffusers-flux2-klein",
+            group="generative",
+        ),
     }
     manifest = root / "models.yaml"
     manifest.write_text(yaml.safe_dump({"models": models}, sort_keys=False), encoding="utf-8")
@@ -344,6 +359,7 @@ SHIPPED_PARTS = {
     "controlnet-canny-sdxl": CONTROLNET,
     "ip-adapter-plus-face-sdxl": ADAPTER,
     "sdxl-instructpix2pix-768": INSTRUCT,
+    "flux2-klein-4b": FLUX2,
 }
 LORAS = (LORA, LORA_B)  # none is shipped: the tiny ones join the shipped manifest under their own names
 
