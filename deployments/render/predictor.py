@@ -85,11 +85,16 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 @dataclass(frozen=True)
 class RendererOptions(DeviceOptions):
     """``device``; ``dtype`` the weights run in (``float16`` on a GPU, ``float32`` on a CPU); the largest render
-    (``max_megapixels``) and ``max_steps`` a request may ask."""
+    (``max_megapixels``) and ``max_steps`` a request may ask; ``compile``: ``torch.compile`` each model's denoiser
+    (UNet or transformer) as it loads (minutes of compiling per shape first, faster steps after: a GPU switch);
+    ``vae_tiling_megapixels``: renders larger than this decode their latents tile by tile (the VAE's memory peak of
+    a large Hires. fix output, at the cost of a little time)."""
 
     dtype: str = "float32"
     max_megapixels: float = 2.5
     max_steps: int = 80
+    compile: bool = False
+    vae_tiling_megapixels: float = 1.5
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -273,6 +278,11 @@ class RendererPredictor:
             extra["controlnet"] = controlnets[0] if len(controlnets) == 1 else controlnets
         pipeline = cls.from_pipe(base, dtype=base.dtype, **extra)  # without one, diffusers casts it all to float32
         pipeline.set_progress_bar_config(disable=True)  # a fresh pipeline per group: no bar in the replica's log
+        vae = pipeline.vae  # shared by every group: tiling set for this one's size
+        if first.width * first.height > self.options.vae_tiling_megapixels * 1e6:
+            vae.enable_tiling()
+        elif getattr(vae, "use_tiling", False):
+            vae.disable_tiling()
         if first.kind == "reference_edit":
             pipeline.prepare_image_latents = functools.partial(_one_reference_each, pipeline.prepare_image_latents)
         return pipeline
@@ -347,6 +357,8 @@ class RendererPredictor:
             pipeline.set_progress_bar_config(disable=True)
             if self.device.type != "cpu":
                 pipeline.to(self.device)
+            if self.options.compile:
+                _compile_denoiser(pipeline)
             self._bases[name] = _Loaded(pipeline, EngineInfo.from_weights(self.store.status(name)))
             logger.info("%s loaded on %s (%s)", name, self.device, pipeline.dtype)
         return self._bases[name]
@@ -484,6 +496,15 @@ def _require_time_left(items: Sequence[RenderRequest]) -> None:
     deadlines = [item.deadline_unix_s for item in items]
     if deadlines and all(deadline is not None for deadline in deadlines) and time.time() > max(deadlines):
         raise RequestTimeout("the render's deadline passed before it finished: nobody waits for it any more")
+
+
+def _compile_denoiser(pipeline: Any) -> None:
+    """``torch.compile`` the pipeline's denoiser in place (the UNet, or a FLUX transformer); the ControlNets, text
+    encoders and VAE stay eager (each runs once or a few times a render)."""
+    for name in ("unet", "transformer"):
+        module = getattr(pipeline, name, None)
+        if module is not None:
+            setattr(pipeline, name, torch.compile(module))
 
 
 def _role(item: RenderRequest) -> str:

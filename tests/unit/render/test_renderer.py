@@ -386,3 +386,21 @@ def test_a_half_precision_replica_keeps_its_dtype_and_runs_flux2_in_bfloat16(sto
     sdxl, flux = ran  # each group's pipeline shares its base's modules: what it runs in, the base is in
     assert {sdxl.unet.dtype, sdxl.vae.dtype, sdxl.text_encoder.dtype} == {torch.float16}
     assert {flux.transformer.dtype, flux.vae.dtype, flux.text_encoder.dtype} == {torch.bfloat16}
+
+
+def test_a_render_over_the_tiling_size_decodes_tile_by_tile_and_a_small_one_whole_again(store):
+    predictor = RendererPredictor(store, RendererOptions(device="cpu", vae_tiling_megapixels=0.002))
+    large, small = request(width=64, height=64), request()  # 4096 px over the bar; SIZE² = 1024 under it
+    assert predictor.render([large])[0].image.shape == (64, 64, 3)
+    vae = predictor._bases[SDXL].pipeline.vae
+    assert vae.use_tiling
+    assert predictor.render([small])[0].image.shape == (SIZE, SIZE, 3)
+    assert not vae.use_tiling
+
+
+def test_compile_makes_each_models_denoiser_a_compiled_module(store):
+    import torch
+
+    predictor = RendererPredictor(store, RendererOptions(device="cpu", compile=True))
+    predictor.load_lora_set(f"{SDXL}:{LORA}")  # loads the base (LoRAs go onto the compiled UNet's modules)
+    assert isinstance(predictor._bases[SDXL].pipeline.unet, torch._dynamo.eval_frame.OptimizedModule)
