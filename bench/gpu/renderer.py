@@ -4,20 +4,23 @@ and rendering through ``render``, so every number is our code's (grouping by com
 
 Weights: the store's real files when ``--models-dir`` (``models/``, carried) holds the ``generative`` entries of
 ``configs/models.yaml`` that this section runs (``sdxl-base-1.0``, ``controlnet-openpose-sdxl``,
-``controlnet-canny-sdxl``); otherwise random weights of the real architectures (the official SDXL base 1.0 UNet, VAE
-and both CLIP text encoders, configs below as the repository publishes them; a ControlNet as xinsir's, the UNet's
-encoder copied by ``ControlNetModel.from_unet``), written in fp16 in the official layout (``model_index.json``,
+``controlnet-canny-sdxl``); otherwise random weights of the real architectures (the official SDXL base 1.0 UNet, VAE and
+both CLIP text encoders, configs below as the repository publishes them; a ControlNet as xinsir's, the UNet's encoder
+copied by ``ControlNetModel.from_unet``), written in fp16 in the official layout (``model_index.json``,
 ``*.fp16.safetensors``) with a folder manifest of the same entries, and loaded by the predictor from that store. The
-same FLOPs, so the same times; the report's ``renderer_weights`` says which ran. The tokenizers are CLIP BPE
-tokenizers over a small vocabulary (``tests/unit/render/tiny_sdxl.py``): prompts are padded to 77 tokens either way.
+same FLOPs, so the same times; the report's ``renderer_weights`` says which ran. The tokenizers are CLIP BPE tokenizers
+over a small vocabulary (``tests/unit/render/tiny_sdxl.py``): prompts are padded to 77 tokens either way.
 
-Measured: cold start (predictor made → first image, the store's hash check and ``from_pretrained`` included);
-s/image p50/p95 at batch 1 at 1024² and 30 steps, and at 8 steps (an LCM/Lightning-like step count, same scheduler);
-images/s and peak memory at batch 1/2/4/8 through ``render`` with one compatibility key (one pipeline call per
-batch), without ControlNet, with one and with two; ``torch.compile`` of the UNet against eager (RendererOptions has
-no compile switch, so the bench compiles ``pipeline.unet`` in place). ``--quick``: tiny parts of the same layout at
-64², 2 and 1 steps, batches 1 and 2 (a CPU smoke test). Needs diffusers and transformers, and pydantic (the model
-store's import chain): without one the report says the section did not run and why.
+Measured: cold start (predictor made → first image, the store's hash check and ``from_pretrained`` included); s/image
+p50/p95 at batch 1 at 1024² and 30 steps, and at 8 steps (an LCM/Lightning-like step count, same scheduler); images/s
+and peak memory at batch 1/2/4/8 through ``render`` with one compatibility key (one pipeline call per batch), without
+ControlNet, with one and with two; ``torch.compile`` of the UNet against eager (compiled in place, as
+``RendererOptions(compile=True)`` does); the neural editors of the edit job: InstructPix2Pix (the SDXL UNet with 8 input
+channels, random weights in its layout as the base's) at its 768² training size and FLUX.2 [klein] 4B at 1024² where its
+real files are in ``models/`` (its transformer's config is not carried here, so no random stand-in), s/image at batch 1
+and images/s at batch 4. ``--quick``: tiny parts of the same layout at 64², 2 and 1 steps, batches 1 and 2 (a CPU smoke
+test). Needs diffusers and transformers, and pydantic (the model store's import chain): without one the report says the
+section did not run and why.
 """
 
 from __future__ import annotations
@@ -44,7 +47,10 @@ KEY = "renderer-sdxl"
 BASE = "sdxl-base-1.0"
 OPENPOSE = "controlnet-openpose-sdxl"
 CANNY = "controlnet-canny-sdxl"
-USED = (BASE, OPENPOSE, CANNY)  # the ip-adapter-plus-face-sdxl entry is not timed here
+INSTRUCT = "sdxl-instructpix2pix-768"  # the edit job's model=instructpix2pix
+FLUX2 = "flux2-klein-4b"  # the edit job's model=flux2-klein: timed only where its real files are in models/
+USED = (BASE, OPENPOSE, CANNY, INSTRUCT)  # the ip-adapter-plus-face-sdxl entry is not timed here
+EDIT_STEPS = 20  # the edit job's default steps (FLUX.2 klein is distilled to 4: timed at both)
 CONTROLNET_SETS: tuple[tuple[str, ...], ...] = ((), (OPENPOSE,), (OPENPOSE, CANNY))
 PROMPTS = (
     "a portrait of a smiling woman in a blue suit, studio light photo",
@@ -378,6 +384,7 @@ def check_renderer(run: Run) -> None:
             per_image = last * 1.5
 
     _compile_table(run, predictor, shape, label, eager_p50, summary)
+    _editors_table(run, predictor, shape, label, summary)
     REPORT.save()
     del predictor
     gc.collect()
@@ -488,6 +495,80 @@ def _compile_table(run: Run, predictor: Any, shape: Shape, label: str, eager_p50
     summary["compile"] = {"backend": backend, "first_call_s": first_s, "p50_s": p50, "speedup": eager_p50 / p50}
 
 
+def _editors_table(run: Run, predictor: Any, shape: Shape, label: str, summary: dict) -> None:
+    """The edit job's neural editors through ``render``: s/image at batch 1 (p50 of a few) and images/s at batch 4,
+    one compatibility key. InstructPix2Pix always (random weights of its layout unless the real ones are there);
+    FLUX.2 klein only with its real files."""
+    rng = np.random.default_rng(1)
+    editors = [(INSTRUCT, "instruct", 768 if shape is FULL else shape.size_px, (EDIT_STEPS,))]
+    if shape is FULL and _has_files(run.models_dir, FLUX2):
+        editors.append((FLUX2, "reference_edit", 1024, (4, EDIT_STEPS)))
+    rows = []
+    for model, kind, side, step_counts in editors:
+        photo = rng.integers(0, 256, (side, side, 3), dtype=np.uint8)
+        for steps in step_counts:
+            if run.clock.left_s() < 20:
+                rows.append([model, side, steps, 1, math.nan, math.nan, math.nan, "skipped: budget"])
+                continue
+
+            def requests(batch: int, steps: int = steps, model: str = model, kind: str = kind, photo=photo):
+                return _edit_requests(model, kind, photo, steps, batch)
+
+            _render(predictor, requests(1))  # loads the model, warms the kernels
+            run.reset_peak()
+            times = []
+            for _ in range(1 if run.quick else 3):
+                start = time.perf_counter()
+                _render(predictor, requests(1))
+                run.sync()
+                times.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            _render(predictor, requests(4))
+            run.sync()
+            batch_s = time.perf_counter() - start
+            p50 = float(np.percentile(times, 50))
+            rows.append([model, side, steps, len(times), p50, 4 / batch_s, run.peak_mib(), "ok"])
+            summary.setdefault("editors", {})[f"{model} {steps} steps"] = {
+                "s_per_image": p50,
+                "images_per_s_4": 4 / batch_s,
+            }
+    if shape is FULL and len(editors) == 1:
+        rows.append([FLUX2, 1024, 4, 0, math.nan, math.nan, math.nan, "not run: its real files are not in models/"])
+    REPORT.table(
+        f"Neural editors ({label}) through render: s/image at batch 1, images/s at batch 4 (one call)",
+        ["model", "side px", "steps", "samples", "p50 s/image", "images/s at 4", "peak MiB", "note"],
+        rows,
+    )
+
+
+def _edit_requests(model: str, kind: str, photo: np.ndarray, steps: int, batch: int) -> list:
+    """``batch`` edits of ``photo`` with one compatibility key: each its own prompt and seed."""
+    from deployments.render.types import RenderRequest
+
+    side = photo.shape[0]
+    return [
+        RenderRequest(
+            PROMPTS[i % len(PROMPTS)],
+            kind=kind,
+            model=model,
+            image=photo,
+            width=side,
+            height=side,
+            steps=steps,
+            guidance=GUIDANCE,
+            seed=i,
+        )
+        for i in range(batch)
+    ]
+
+
+def _has_files(models_dir: Path, name: str) -> bool:
+    from deployments.common.weights import ModelStore, load_manifest
+
+    store = ModelStore(models_dir, load_manifest(SHIPPED_MANIFEST))
+    return all(store.path_of(part).is_file() for part in store.manifest[name].parts)
+
+
 def _render(predictor: Any, requests: list) -> list:
     with np.errstate(invalid="ignore"):  # random fp16 weights may give NaN pixels: the timing is the same
         return predictor.render(requests)
@@ -527,10 +608,7 @@ def _resident_mib(run: Run) -> float:
 def _has_real_weights(models_dir: Path) -> bool:
     """Every file of the entries this section runs is in ``models_dir`` (their hashes are checked by the store when
     the predictor loads them, inside the cold start)."""
-    from deployments.common.weights import ModelStore, load_manifest
-
-    store = ModelStore(models_dir, load_manifest(SHIPPED_MANIFEST))
-    return all(store.path_of(part).is_file() for name in USED for part in store.manifest[name].parts)
+    return all(_has_files(models_dir, name) for name in USED)
 
 
 # -- random weights in the official layout --------------------------------------------------------------------------
@@ -545,7 +623,7 @@ def write_random_store(root: Path, shape: Shape, device: torch.device) -> Path:
 
     shipped = yaml.safe_load(SHIPPED_MANIFEST.read_text(encoding="utf-8"))["models"]
     folders = {name: root / shipped[name]["file"] for name in USED}
-    _save_random_sdxl(folders[BASE], folders[OPENPOSE], shape, device)
+    _save_random_sdxl(folders[BASE], folders[OPENPOSE], folders[INSTRUCT], shape, device)
     _link_tree(folders[OPENPOSE], folders[CANNY])
     models = {}
     for name in USED:
@@ -563,11 +641,16 @@ def write_random_store(root: Path, shape: Shape, device: torch.device) -> Path:
     return manifest
 
 
-def _save_random_sdxl(base_dir: Path, controlnet_dir: Path, shape: Shape, device: torch.device) -> None:
+def _save_random_sdxl(
+    base_dir: Path, controlnet_dir: Path, instruct_dir: Path, shape: Shape, device: torch.device
+) -> None:
+    """The base, its ControlNet, and the InstructPix2Pix editor (the base's text encoders and VAE, its own UNet that
+    takes the start image's latents too: 8 input channels)."""
     from diffusers import (
         AutoencoderKL,
         ControlNetModel,
         EulerDiscreteScheduler,
+        StableDiffusionXLInstructPix2PixPipeline,
         StableDiffusionXLPipeline,
         UNet2DConditionModel,
     )
@@ -602,12 +685,27 @@ def _save_random_sdxl(base_dir: Path, controlnet_dir: Path, shape: Shape, device
         scheduler=EulerDiscreteScheduler.from_config(SDXL_SCHEDULER),
     )
     pipeline.save_pretrained(base_dir, variant="fp16")
-    del pipeline, unet, vae, text_encoder, text_encoder_2
+    del pipeline, unet
     gc.collect()
-    for name in ("tokenizer", "tokenizer_2"):  # the official repository's files: vocab.json and merges.txt
-        (base_dir / name / "tokenizer.json").unlink(missing_ok=True)
-        for file in (vocab_file, merges_file):
-            shutil.copy(file, base_dir / name / file.name)
+    with torch.device(device):
+        editor_unet = UNet2DConditionModel.from_config({**shape.unet, "in_channels": 8}).to(torch.float16)
+    editor = StableDiffusionXLInstructPix2PixPipeline(
+        vae=vae,
+        text_encoder=text_encoder,
+        text_encoder_2=text_encoder_2,
+        tokenizer=tokenizers[0],
+        tokenizer_2=tokenizers[1],
+        unet=editor_unet,
+        scheduler=EulerDiscreteScheduler.from_config(SDXL_SCHEDULER),
+    )
+    editor.save_pretrained(instruct_dir)  # its repository has no fp16 variant: the files under their plain names
+    del editor, editor_unet, vae, text_encoder, text_encoder_2
+    gc.collect()
+    for folder in (base_dir, instruct_dir):
+        for name in ("tokenizer", "tokenizer_2"):  # the official repository's files: vocab.json and merges.txt
+            (folder / name / "tokenizer.json").unlink(missing_ok=True)
+            for file in (vocab_file, merges_file):
+                shutil.copy(file, folder / name / file.name)
     shutil.rmtree(scratch)
 
 
