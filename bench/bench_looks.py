@@ -1,6 +1,7 @@
 """The LOOK engine (the edit job's film looks): CPU time per look on a 2 MP photo, and how far each look moves each
-evaluation face by the identity judge (the photo before the look against the photo after; no restorer, so only the
-look is measured).
+evaluation face by the identity judge: the look alone (the photo before the look against the photo after; no
+restorer), and through the edit job as a caller gets it (its defaults: the faces restored first, the restored face
+judged against the edited one; ``meta.identity``, the lowest face of each photo).
 
     python bench/bench_looks.py [--eval-dir ../shared/eval] [--repeats 5]
 
@@ -67,6 +68,26 @@ async def identities(eval_dir: Path) -> None:
         )
 
 
+async def through_the_job(eval_dir: Path) -> None:
+    from serve_app.jobs import job_context, parse_job_params, run_job
+
+    settings = Settings()
+    context = job_context(settings)
+    backend = in_process_backend(ModelStore(settings.model_store, load_manifest(settings.models_manifest)))
+    photos = sorted(p for p in eval_dir.glob("*/*") if p.suffix.lower() in (".jpg", ".jpeg", ".png"))
+    print(f"through POST /v1/edit's job (restore=true, identity_keep=0, strength 1), {len(photos)} photos:")
+    for name in default_looks():
+        params = parse_job_params("edit", {"look": name, "return": "json"}, context)
+        lowest = []
+        for path in photos:
+            result = await run_job(backend, "edit", path.read_bytes(), params, context)
+            if result.meta.identity and "similarity" in result.meta.identity:
+                lowest.append((result.meta.identity["similarity"], path.name))
+        worst = min(lowest)
+        failing = [photo for similarity, photo in lowest if similarity < 0.70]
+        print(f"  {name:12s} photos with faces {len(lowest)}  lowest {worst[0]:.3f} ({worst[1]})  below: {failing}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--eval-dir", type=Path, default=REPO_ROOT.parent / "shared" / "eval")
@@ -75,6 +96,7 @@ def main() -> None:
     cpu_times(args.repeats)
     if args.eval_dir.is_dir():
         asyncio.run(identities(args.eval_dir))
+        asyncio.run(through_the_job(args.eval_dir))
     else:
         print(f"{args.eval_dir} is absent: no identity figures")
 

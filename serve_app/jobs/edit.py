@@ -28,7 +28,7 @@ from deployments.edit.editor import EditedPhoto, LookEditor, PhotoToEdit
 from deployments.edit.looks import Look, default_looks
 from deployments.edit.mask import face_mask
 from deployments.edit.params import EXTERNAL, FLUX2_KLEIN, INSTRUCT, LOOK_NAMES, EditParams
-from deployments.edit.pipeline import compose_edit
+from deployments.edit.pipeline import compose_edit, keep_face_detail
 from deployments.edit.words import look_from_prompt, refuse_edit
 from deployments.faces.types import ANALYZE_FACES, Face
 from deployments.render.types import RENDER, RenderKind, RenderRequest, side_grid
@@ -176,7 +176,7 @@ async def run(backend: Backend, data: bytes, params: EditParams, context: JobCon
             backend, PhotoToEdit(base, params.prompt, look, params.seed), params, endpoint
         )
     with timings.phase("compose"):
-        result = await run_in_worker(_compose, base, edited.rgb, chosen, params)
+        result = await run_in_worker(_compose, base, edited.rgb, chosen, params, look is not None)
     with timings.phase("identity"):
         before = [judged_face(base, face) for face in chosen]
         after = [judged_face(result, face) for face in chosen]
@@ -212,8 +212,14 @@ async def _restored(
     return restored.rgb, restored.engines
 
 
-def _compose(base: np.ndarray, styled: np.ndarray, faces: Sequence[Face], params: EditParams) -> np.ndarray:
+def _compose(
+    base: np.ndarray, styled: np.ndarray, faces: Sequence[Face], params: EditParams, looked: bool
+) -> np.ndarray:
+    """The edit laid over ``base`` by scope, strength and ``identity_keep``; a film look over the whole photo
+    (``looked``) keeps each face's own fine detail (``keep_face_detail``)."""
     mask = face_mask(base.shape[:2], faces) if faces else None
+    if looked and params.scope == "whole" and mask is not None:
+        styled = keep_face_detail(base, styled, faces, mask)
     return compose_edit(
         base,
         styled,

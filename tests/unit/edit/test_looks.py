@@ -13,7 +13,7 @@ from skimage import color
 from deployments.common.errors import InstructionRefused, InternalError
 from deployments.edit.looks import Look, apply_look, default_looks, load_looks, monotone_curve
 from deployments.edit.mask import face_mask
-from deployments.edit.pipeline import compose_edit
+from deployments.edit.pipeline import FACE_DETAIL_SIGMA_E, LUMA, compose_edit, keep_face_detail
 from deployments.edit.words import look_from_prompt, refuse_edit
 from deployments.faces.types import Face
 
@@ -141,6 +141,34 @@ def test_identity_keep_1_gives_the_face_region_back_unchanged(astronaut_rgb):
     out = compose_edit(astronaut_rgb, styled, strength=1.0, region=None, face=mask, identity_keep=1.0)
     assert np.array_equal(out[mask == 1], astronaut_rgb[mask == 1])
     assert np.array_equal(out[mask == 0], styled[mask == 0])
+
+
+def test_a_look_keeps_each_faces_own_fine_detail_and_leaves_the_rest_of_the_photo_as_the_look_made_it(astronaut_rgb):
+    styled = apply_look(astronaut_rgb, default_looks()["grain"], seed=3)
+    face = a_face()
+    mask = face_mask(astronaut_rgb.shape[:2], [face])
+    out = keep_face_detail(astronaut_rgb, styled, [face], mask)
+    assert np.array_equal(out[mask == 0], styled[mask == 0])
+    core = mask == 1
+    sigma = FACE_DETAIL_SIGMA_E * face.eye_distance_px
+
+    def detail(rgb):
+        luma = rgb.astype(np.float32) @ LUMA
+        return (luma - cv2.GaussianBlur(luma, (0, 0), sigma))[core]
+
+    # the face's fine detail is the photo's (up to rounding and the clipped highlights), not the grain's
+    assert (
+        np.abs(detail(out) - detail(astronaut_rgb)).mean() < 1.0 < np.abs(detail(styled) - detail(astronaut_rgb)).mean()
+    )
+    smooth = cv2.GaussianBlur(out.astype(np.float32), (0, 0), 3 * sigma)[core]
+    assert np.abs(smooth - cv2.GaussianBlur(styled.astype(np.float32), (0, 0), 3 * sigma)[core]).mean() < 2.0
+
+
+def test_a_black_and_white_look_keeps_the_face_grey(astronaut_rgb):
+    styled = apply_look(astronaut_rgb, default_looks()["bw"], seed=3)
+    face = a_face()
+    out = keep_face_detail(astronaut_rgb, styled, [face], face_mask(astronaut_rgb.shape[:2], [face]))
+    assert np.abs(out.astype(int) - out[..., :1].astype(int)).max() <= 1  # R = G = B, up to rounding
 
 
 def test_strength_0_keeps_the_photo(astronaut_rgb):
