@@ -243,11 +243,12 @@ JOB_ENTRIES: tuple[JobEntry, ...] = (
         "LOOK engine, no model). The faces are restored first (`restore`); `scope=face` styles only a feathered mask "
         "over each face; `identity_keep` blends the person's own face back. Each face's identity before and after is "
         "reported (`min_identity` refuses a lower one); a request to change a person's ethnicity, or to make a child "
-        "older or sexualised, is refused (422 `instruction_refused`). `model=instructpix2pix` edits by the prompt's "
-        "words with InstructPix2Pix on SDXL (the generative weights); `model=external` sends the photo and the prompt "
+        "older or sexualised, is refused (422 `instruction_refused`). `model=flux2-klein` (FLUX.2 [klein] 4B, the "
+        "recommended neural editor) or `model=instructpix2pix` (InstructPix2Pix on SDXL, the small one) edits by the "
+        "prompt's words in the Renderer (the generative weights); `model=external` sends the photo and the prompt "
         "to the operator's OpenAI-compatible images endpoint instead (`PORTRAIT_EDIT_ENDPOINT_URL`; 502 "
         "`editor_failed`, 504 `editor_timeout`). `X-Portrait-Engine` names the engine (`look`, "
-        "`diffusers-sdxl-instructpix2pix`, `external`).",
+        "`diffusers-flux2-klein`, `diffusers-sdxl-instructpix2pix`, `external`).",
         result_media_types={"image/jpeg": "jpg", "image/png": "png", "image/webp": "webp"},
         prompt_hint="give a portrait a film look or texture: Hong Kong film, Kodak, Fuji, grain, faded, cinematic "
         "(港风, 胶片, 颗粒感, 质感, 滤镜)",
