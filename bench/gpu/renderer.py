@@ -675,31 +675,23 @@ def _save_random_sdxl(
         vae = AutoencoderKL.from_config(shape.vae).to(torch.float16)
         text_encoder = CLIPTextModel(CLIPTextConfig(**shape.text_encoder)).to(torch.float16)
         text_encoder_2 = CLIPTextModelWithProjection(CLIPTextConfig(**shape.text_encoder_2)).to(torch.float16)
-    pipeline = StableDiffusionXLPipeline(
-        vae=vae,
-        text_encoder=text_encoder,
-        text_encoder_2=text_encoder_2,
-        tokenizer=tokenizers[0],
-        tokenizer_2=tokenizers[1],
-        unet=unet,
-        scheduler=EulerDiscreteScheduler.from_config(SDXL_SCHEDULER),
-    )
+    shared = {
+        "vae": vae,
+        "text_encoder": text_encoder,
+        "text_encoder_2": text_encoder_2,
+        "tokenizer": tokenizers[0],
+        "tokenizer_2": tokenizers[1],
+        "scheduler": EulerDiscreteScheduler.from_config(SDXL_SCHEDULER),
+    }
+    pipeline = StableDiffusionXLPipeline(unet=unet, **shared)
     pipeline.save_pretrained(base_dir, variant="fp16")
     del pipeline, unet
     gc.collect()
     with torch.device(device):
         editor_unet = UNet2DConditionModel.from_config({**shape.unet, "in_channels": 8}).to(torch.float16)
-    editor = StableDiffusionXLInstructPix2PixPipeline(
-        vae=vae,
-        text_encoder=text_encoder,
-        text_encoder_2=text_encoder_2,
-        tokenizer=tokenizers[0],
-        tokenizer_2=tokenizers[1],
-        unet=editor_unet,
-        scheduler=EulerDiscreteScheduler.from_config(SDXL_SCHEDULER),
-    )
+    editor = StableDiffusionXLInstructPix2PixPipeline(unet=editor_unet, **shared)
     editor.save_pretrained(instruct_dir)  # its repository has no fp16 variant: the files under their plain names
-    del editor, editor_unet, vae, text_encoder, text_encoder_2
+    del editor, editor_unet, vae, text_encoder, text_encoder_2, shared
     gc.collect()
     for folder in (base_dir, instruct_dir):
         for name in ("tokenizer", "tokenizer_2"):  # the official repository's files: vocab.json and merges.txt

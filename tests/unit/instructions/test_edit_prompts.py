@@ -6,16 +6,6 @@ from __future__ import annotations
 import pytest
 
 from deployments.common.errors import InstructionRefused
-from serve_app.instructions import RuleInterpreter
-from serve_app.instructions.vocabulary import build_vocabulary
-from serve_app.jobs import job_context
-from serve_app.settings import Settings
-
-
-@pytest.fixture(scope="module")
-def rules() -> RuleInterpreter:
-    context = job_context(Settings())
-    return RuleInterpreter(build_vocabulary(context), context)
 
 
 @pytest.mark.parametrize(
