@@ -100,16 +100,29 @@ def paste_redraw(dressed: np.ndarray, drawn: np.ndarray, plan: Redraw, eye_px: f
         raise InvalidParameter(
             f"the redraw is {drawn.shape}, not the canvas's {plan.canvas.height}x{plan.canvas.width}"
         )
-    height, width = dressed.shape[:2]
-    back = cv2.invertAffineTransform(np.asarray(plan.canvas.matrix, np.float64))
-    photo = cv2.warpAffine(drawn, back, (width, height), flags=cv2.INTER_CUBIC, borderMode=cv2.BORDER_REPLICATE)
     inside = plan.region > 0
+    ys, xs = np.nonzero(inside)
+    out = dressed.copy()
+    if len(ys) == 0:
+        return out
+    # Only the region's box (and the feather's reach around it) is warped and mixed: a large photo stays cheap.
     sigma = max(0.5, FEATHER_E * eye_px)
-    weight = np.where(inside, cv2.GaussianBlur(inside.astype(np.float32), (0, 0), sigma), 0.0)[..., None]
-    weight = np.where(inside[..., None], np.clip(2.0 * weight - 1.0, 0.0, 1.0), 0.0)  # 1 from the edge inward
-    mixed = dressed.astype(np.float32) * (1.0 - weight) + photo.astype(np.float32) * weight
-    out = np.clip(np.rint(mixed), 0, 255).astype(np.uint8)
-    out[~inside] = dressed[~inside]
+    pad = int(np.ceil(4 * sigma)) + 1
+    height, width = dressed.shape[:2]
+    top, bottom = max(int(ys.min()) - pad, 0), min(int(ys.max()) + pad + 1, height)
+    left, right = max(int(xs.min()) - pad, 0), min(int(xs.max()) + pad + 1, width)
+    back = cv2.invertAffineTransform(np.asarray(plan.canvas.matrix, np.float64))
+    back[:, 2] -= (left, top)  # canvas → this box of the photo
+    box = (slice(top, bottom), slice(left, right))
+    photo = cv2.warpAffine(
+        drawn, back, (right - left, bottom - top), flags=cv2.INTER_CUBIC, borderMode=cv2.BORDER_REPLICATE
+    )
+    kept = inside[box]
+    feather = cv2.GaussianBlur(kept.astype(np.float32), (0, 0), sigma)
+    weight = np.where(kept, np.clip(2.0 * feather - 1.0, 0.0, 1.0), 0.0).astype(np.float32)[..., None]  # 1 inward
+    base = dressed[box].astype(np.float32)
+    mixed = np.clip(np.rint(base + (photo.astype(np.float32) - base) * weight), 0, 255).astype(np.uint8)
+    out[box] = np.where(kept[..., None], mixed, dressed[box])
     return out
 
 
