@@ -8,6 +8,7 @@ the LoRA set) is in the key.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -134,6 +135,13 @@ class Rendered:
     timings_ms: dict[str, float] = field(default_factory=dict)
     batch_size: int = 1
     engines: tuple[EngineInfo, ...] = ()
+
+
+def model_side_px(manifest: Mapping[str, Any], model: str, default_px: int) -> int:
+    """The long side a job renders ``model`` at: its manifest entry's ``args.side_px`` (its training or native size),
+    else ``default_px``."""
+    spec = manifest.get(model)
+    return int(spec.args.get("side_px", default_px)) if spec is not None else default_px
 
 
 # what a render streams: its steps done, then its outcome

@@ -31,7 +31,7 @@ from deployments.edit.params import EXTERNAL, FLUX2_KLEIN, INSTRUCT, LOOK_NAMES,
 from deployments.edit.pipeline import compose_edit, keep_face_detail
 from deployments.edit.words import look_from_prompt, refuse_edit
 from deployments.faces.types import ANALYZE_FACES, Face
-from deployments.render.types import RENDER, RenderKind, RenderRequest, side_grid
+from deployments.render.types import RENDER, RenderKind, RenderRequest, model_side_px, side_grid
 from deployments.restore.gray import is_gray
 from deployments.restore.params import RestoreParams
 from deployments.restore.pipeline import select_faces
@@ -61,8 +61,7 @@ class RenderedEditor:
     guidance: float
 
     def side_px_in(self, manifest: Mapping[str, ModelSpec]) -> int:
-        spec = manifest.get(self.model)
-        return int(spec.args.get("side_px", self.side_px)) if spec is not None else self.side_px
+        return model_side_px(manifest, self.model, self.side_px)
 
 
 # InstructPix2Pix at its training size, the text at 7 (the photo's weight is RenderRequest.image_guidance: 1.5, the

@@ -41,7 +41,7 @@ from deployments.idphoto.redraw import (
     paste_redraw,
     plan_redraw,
 )
-from deployments.render.types import DEFAULT_RENDER_MODEL, RENDER, Condition, Rendered, RenderRequest
+from deployments.render.types import DEFAULT_RENDER_MODEL, RENDER, Condition, Rendered, RenderRequest, model_side_px
 from serve_app.backend import Backend
 from serve_app.jobs.compliance import require_compliant
 from serve_app.jobs.context import JobContext, Timings, decode_upload
@@ -65,9 +65,8 @@ def render_work(params: IdPhotoParams, context: JobContext) -> float:
 
 
 def _side_px(manifest: Mapping[str, ModelSpec]) -> int:
-    """The base model's render size: its manifest entry's ``args.side_px`` (SDXL's 1024 by default)."""
-    spec = manifest.get(DEFAULT_RENDER_MODEL)
-    return int(spec.args.get("side_px", 1024)) if spec is not None else 1024
+    """The base model's render size (SDXL's 1024 unless its entry says otherwise)."""
+    return model_side_px(manifest, DEFAULT_RENDER_MODEL, 1024)
 
 
 async def redrawn_attire(backend: Backend, subject: Subject, params: IdPhotoParams) -> tuple[Subject, Rendered]:
